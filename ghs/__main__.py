@@ -1,0 +1,3 @@
+from ghs.cli import main
+
+main()

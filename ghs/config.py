@@ -1,0 +1,237 @@
+"""The one configuration object: every default lives here.
+
+``load_config`` builds it in one place from, in rising precedence, the defaults below, a TOML
+file (``--config``, ``GHS_CONFIG`` or ``~/.config/ghs/config.toml``), ``GHS_*`` environment
+variables and command-line flags. Each section is a frozen dataclass; a field's metadata gives
+its allowed range or choices, which validation names when a value is bad.
+
+To add a setting: add a field with ``setting(...)`` to a section (or a new section to
+``Config``). Its environment variable is ``GHS_<SECTION>_<FIELD>`` in upper case (``GHS_MANAGER``
+for the top-level manager endpoint).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ghs.durations import parse_duration
+from ghs.errors import ConfigError, DurationError
+
+try:  # Python 3.11+
+    import tomllib
+except ModuleNotFoundError:  # pragma: no cover - exercised on 3.10 only
+    import tomli as tomllib  # type: ignore[no-redef]
+
+
+def setting(default: Any, *, low: float | None = None, high: float | None = None,
+            low_open: bool = False, high_open: bool = False,
+            choices: tuple[str, ...] | None = None, duration: bool = False,
+            help: str = "") -> Any:
+    """A config field with its allowed range (closed unless ``*_open``) or choices."""
+    return field(default=default, metadata={
+        "low": low, "high": high, "low_open": low_open, "high_open": high_open,
+        "choices": choices, "duration": duration, "help": help,
+    })
+
+
+DISTRIBUTIONS = ("gamma", "weibull", "lognormal", "auto")
+PARTITIONS = ("equal-mean", "equal-load", "speed")
+METHODS = ("heuristic", "optimal", "prefix")
+
+
+@dataclass(frozen=True)
+class SchedulerConfig:
+    """Defaults of prediction and machine-set selection."""
+
+    distribution: str = setting("gamma", choices=DISTRIBUTIONS,
+                                help="fit for the conditional delay (see README for the data)")
+    partition: str = setting("equal-mean", choices=PARTITIONS, help="how work is split")
+    method: str = setting("heuristic", choices=METHODS, help="machine-set selection method")
+    rho_max: float = setting(0.9, low=0.0, high=1.0, low_open=True,
+                             help="hosts at or above this utilisation are not candidates")
+    optimal_max_hosts: int = setting(22, low=1, high=30,
+                                     help="largest candidate set exact selection accepts")
+    task_ratio: float = setting(4.0, low=0.0, low_open=True,
+                                help="minimum work per host over mean local demand (Fig. 3)")
+
+
+@dataclass(frozen=True)
+class SimulationConfig:
+    """Defaults of ``ghs simulate``."""
+
+    runs: int = setting(4000, low=1, high=10_000_000, help="Monte Carlo repetitions")
+    service: str = setting("exponential", choices=(
+        "exponential", "deterministic", "lognormal", "gamma", "hyperexponential", "loguniform"),
+        help="distribution of local jobs' CPU demands")
+    warm: bool = setting(True, help="start hosts in a warmed-up (stationary) state")
+
+
+@dataclass(frozen=True)
+class Config:
+    """Every setting of ghs, validated."""
+
+    manager: str | None = setting(None, help="manager endpoint, e.g. tcp://pcm:5555")
+    scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
+    simulation: SimulationConfig = field(default_factory=SimulationConfig)
+
+
+def _convert(section: str, f: dataclasses.Field, raw: Any) -> Any:
+    name = f"{section}.{f.name}" if section else f.name
+    meta = f.metadata
+    default = f.default
+    value = raw
+    try:
+        if meta.get("duration"):
+            value = parse_duration(raw, what=name)
+        elif isinstance(default, bool):
+            if isinstance(raw, str):
+                lowered = raw.strip().lower()
+                if lowered not in ("1", "0", "true", "false", "yes", "no", "on", "off"):
+                    raise ValueError
+                value = lowered in ("1", "true", "yes", "on")
+            elif isinstance(raw, bool):
+                value = raw
+            else:
+                raise ValueError
+        elif isinstance(default, int):
+            if isinstance(raw, bool) or (isinstance(raw, float) and not raw.is_integer()):
+                raise ValueError
+            value = int(raw)
+        elif isinstance(default, float):
+            if isinstance(raw, bool):
+                raise ValueError
+            value = float(raw)
+        elif raw is not None:
+            value = str(raw)
+    except DurationError as exc:
+        raise ConfigError(exc.message, field=name, value=raw) from None
+    except (TypeError, ValueError):
+        kind = "true/false" if isinstance(default, bool) else type(default).__name__
+        raise ConfigError(f"config {name}: expected {kind}, got {raw!r}",
+                          field=name, value=raw) from None
+    _check_range(name, meta, value)
+    return value
+
+
+def _check_range(name: str, meta: Mapping[str, Any], value: Any) -> None:
+    choices = meta.get("choices")
+    if choices is not None and value not in choices:
+        raise ConfigError(f"config {name}: {value!r} is not one of {', '.join(choices)}",
+                          field=name, value=value)
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        low, high = meta.get("low"), meta.get("high")
+        bad = not math.isfinite(value)
+        if low is not None:
+            bad = bad or value < low or (meta.get("low_open") and value == low)
+        if high is not None:
+            bad = bad or value > high or (meta.get("high_open") and value == high)
+        if bad:
+            left = "(" if meta.get("low_open") else "["
+            right = ")" if meta.get("high_open") else "]"
+            low_text = "-inf" if low is None else f"{low:g}"
+            high_text = "inf" if high is None else f"{high:g}"
+            raise ConfigError(
+                f"config {name}: {value!r} is outside the allowed range "
+                f"{left}{low_text}, {high_text}{right}", field=name, value=value)
+
+
+def _build_section(cls: type, section: str, values: Mapping[str, Any]) -> Any:
+    known = {f.name: f for f in dataclasses.fields(cls)}
+    kwargs: dict[str, Any] = {}
+    for key, raw in values.items():
+        f = known.get(key.replace("-", "_"))
+        if f is None:
+            where = f"[{section}]" if section else "the top level"
+            raise ConfigError(f"config: unknown setting {key!r} in {where}", field=key, value=raw)
+        if dataclasses.is_dataclass(f.default_factory if f.default_factory is not
+                                    dataclasses.MISSING else None):
+            if not isinstance(raw, Mapping):
+                raise ConfigError(f"config: [{f.name}] must be a table", field=f.name, value=raw)
+            kwargs[f.name] = _build_section(f.default_factory, f.name, raw)
+        else:
+            kwargs[f.name] = _convert(section, f, raw)
+    return cls(**kwargs)
+
+
+def _sections() -> dict[str, type]:
+    return {f.name: f.default_factory for f in dataclasses.fields(Config)
+            if f.default_factory is not dataclasses.MISSING}
+
+
+def _merge(base: dict[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in extra.items():
+        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
+            merged[key] = _merge(dict(merged[key]), value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def _from_environment(env: Mapping[str, str]) -> dict[str, Any]:
+    found: dict[str, Any] = {}
+    for f in dataclasses.fields(Config):
+        if f.name in _sections():
+            continue
+        key = f"GHS_{f.name.upper()}"
+        if env.get(key):
+            found[f.name] = env[key]
+    for section, cls in _sections().items():
+        for f in dataclasses.fields(cls):
+            key = f"GHS_{section.upper()}_{f.name.upper()}"
+            if env.get(key):
+                found.setdefault(section, {})[f.name] = env[key]
+    return found
+
+
+def default_config_path(env: Mapping[str, str]) -> Path:
+    base = env.get("XDG_CONFIG_HOME") or str(Path(env.get("HOME", "~")).expanduser() / ".config")
+    return Path(base) / "ghs" / "config.toml"
+
+
+def _read_file(path: Path, explicit: bool) -> dict[str, Any]:
+    if not path.exists():
+        if explicit:
+            raise ConfigError(f"config file {str(path)!r} does not exist", field="config",
+                              value=str(path))
+        return {}
+    try:
+        with path.open("rb") as handle:
+            return tomllib.load(handle)
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"config file {str(path)!r}: {exc}", field="config",
+                          value=str(path)) from None
+
+
+def load_config(path: str | Path | None = None, *, env: Mapping[str, str] | None = None,
+                overrides: Mapping[str, Any] | None = None) -> Config:
+    """Build the validated Config: defaults < file < environment < ``overrides`` (flags).
+
+    ``overrides`` uses the file's shape, e.g. ``{"scheduler": {"rho_max": 0.8}}``; entries
+    whose value is None are ignored so unset flags fall through.
+    """
+    env = os.environ if env is None else env
+    explicit = path is not None or bool(env.get("GHS_CONFIG"))
+    config_path = Path(path or env.get("GHS_CONFIG") or default_config_path(env))
+    values = _read_file(config_path, explicit)
+    values = _merge(values, _from_environment(env))
+    values = _merge(values, _drop_none(overrides or {}))
+    return _build_section(Config, "", values)
+
+
+def _drop_none(values: Mapping[str, Any]) -> dict[str, Any]:
+    cleaned: dict[str, Any] = {}
+    for key, value in values.items():
+        if isinstance(value, Mapping):
+            inner = _drop_none(value)
+            if inner:
+                cleaned[key] = inner
+        elif value is not None:
+            cleaned[key] = value
+    return cleaned

@@ -1,0 +1,1 @@
+"""The performance data protocol: messages, codec, validation and ZeroMQ helpers."""

@@ -1,0 +1,141 @@
+"""Host parameters as a validated frozen record, and as column arrays for vectorised code."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from scheduler.errors import InvalidHostError
+
+
+def _check_finite(name: str, field: str, value: float) -> float:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise InvalidHostError(
+            f"host {name!r}: {field} must be a number, got {value!r}", field=field, value=value
+        ) from None
+    if not math.isfinite(number):
+        raise InvalidHostError(
+            f"host {name!r}: {field} must be finite, got {value!r}", field=field, value=value
+        )
+    return number
+
+
+@dataclass(frozen=True)
+class Host:
+    """One workstation as the model sees it.
+
+    lam: local job arrival rate (jobs per second, whole host); mu: local service rate
+    (1 / mean CPU seconds of a local job); sigma: std dev of a local job's CPU demand
+    (seconds); rho: CPU utilisation by local jobs in [0, 1); tau: speed relative to the
+    reference machine; cores: identical CPU cores, each modelled as its own server.
+    """
+
+    name: str
+    lam: float
+    mu: float
+    sigma: float
+    rho: float
+    tau: float = 1.0
+    cores: int = 1
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name.strip():
+            raise InvalidHostError(
+                f"host name must be a non-empty string, got {self.name!r}",
+                field="name",
+                value=self.name,
+            )
+        name = self.name
+        lam = _check_finite(name, "lam", self.lam)
+        mu = _check_finite(name, "mu", self.mu)
+        sigma = _check_finite(name, "sigma", self.sigma)
+        rho = _check_finite(name, "rho", self.rho)
+        tau = _check_finite(name, "tau", self.tau)
+        if lam < 0:
+            raise InvalidHostError(
+                f"host {name!r}: lam must be >= 0 jobs/s, got {lam!r}", field="lam", value=lam
+            )
+        if mu <= 0:
+            raise InvalidHostError(
+                f"host {name!r}: mu must be > 0 (1 / mean CPU seconds), got {mu!r}",
+                field="mu",
+                value=mu,
+            )
+        if sigma < 0:
+            raise InvalidHostError(
+                f"host {name!r}: sigma must be >= 0 seconds, got {sigma!r}",
+                field="sigma",
+                value=sigma,
+            )
+        if not 0.0 <= rho < 1.0:
+            raise InvalidHostError(
+                f"host {name!r}: rho must be in [0, 1), got {rho!r}", field="rho", value=rho
+            )
+        if tau <= 0:
+            raise InvalidHostError(
+                f"host {name!r}: tau must be > 0, got {tau!r}", field="tau", value=tau
+            )
+        if isinstance(self.cores, bool) or not isinstance(self.cores, (int, np.integer)):
+            raise InvalidHostError(
+                f"host {name!r}: cores must be a whole number, got {self.cores!r}",
+                field="cores",
+                value=self.cores,
+            )
+        if self.cores < 1:
+            raise InvalidHostError(
+                f"host {name!r}: cores must be >= 1, got {self.cores!r}",
+                field="cores",
+                value=self.cores,
+            )
+        for field, number in (("lam", lam), ("mu", mu), ("sigma", sigma), ("rho", rho),
+                              ("tau", tau)):
+            object.__setattr__(self, field, number)
+        object.__setattr__(self, "cores", int(self.cores))
+
+    @property
+    def capacity(self) -> float:
+        """Reference-CPU-seconds of remote work the host completes per second on average."""
+        return self.cores * (1.0 - self.rho) * self.tau
+
+
+@dataclass(frozen=True)
+class HostArrays:
+    """Hosts as parallel numpy columns, the form every hot path works on."""
+
+    names: tuple[str, ...]
+    lam: np.ndarray
+    mu: np.ndarray
+    sigma: np.ndarray
+    rho: np.ndarray
+    tau: np.ndarray
+    cores: np.ndarray
+
+    @classmethod
+    def from_hosts(cls, hosts: Sequence[Host]) -> HostArrays:
+        return cls(
+            names=tuple(h.name for h in hosts),
+            lam=np.array([h.lam for h in hosts], dtype=float),
+            mu=np.array([h.mu for h in hosts], dtype=float),
+            sigma=np.array([h.sigma for h in hosts], dtype=float),
+            rho=np.array([h.rho for h in hosts], dtype=float),
+            tau=np.array([h.tau for h in hosts], dtype=float),
+            cores=np.array([h.cores for h in hosts], dtype=float),
+        )
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    @property
+    def capacity(self) -> np.ndarray:
+        """Per-host mean remote throughput, reference-CPU-seconds per second."""
+        return self.cores * (1.0 - self.rho) * self.tau
+
+    @property
+    def demand_second_moment(self) -> np.ndarray:
+        """E[X^2] of a local job's CPU demand, seconds squared."""
+        return self.sigma**2 + 1.0 / self.mu**2

@@ -1,0 +1,225 @@
+"""``predict``: the completion-time distribution of a divisible task on a set of hosts."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from scheduler import completion
+from scheduler.errors import InvalidArgumentError
+from scheduler.hosts import Host, HostArrays
+from scheduler.model import DIST_CHOICES, Servers, build_servers, distribution_codes
+from scheduler.partition import _partition, check_partition, check_work
+
+QUANTILE_LEVELS = {"p50": 0.5, "p90": 0.9, "p95": 0.95, "p99": 0.99}
+REL_TOL = 1e-7
+
+
+@dataclass(frozen=True, eq=False)
+class Prediction:
+    """Predicted completion time of a task split over ``hosts`` (all times in seconds)."""
+
+    hosts: tuple[str, ...]
+    work: float
+    shares: np.ndarray
+    dedicated_seconds: np.ndarray
+    mean: float
+    std: float
+    quantiles: dict[str, float]
+    distribution: str
+    partition: str
+    _servers: Servers = field(repr=False)
+    _host_servers: Servers = field(repr=False)
+
+    @property
+    def cov(self) -> float:
+        """Coefficient of variation std / mean."""
+        return self.std / self.mean
+
+    @property
+    def criterion(self) -> float:
+        """The selection criterion E[T] (1 + CoV) = E[T] + std[T], seconds."""
+        return self.mean + self.std
+
+    def cdf(self, x: Any) -> np.ndarray:
+        """P(T <= x) for any array of times x (seconds)."""
+        x = np.asarray(x, dtype=float)
+        flat = x.reshape(1, -1)
+        values = np.exp(completion.log_cdf(self._servers, flat))
+        return values.reshape(x.shape)
+
+    def host_moments(self) -> tuple[np.ndarray, np.ndarray]:
+        """(mean, std) of each host's own completion time (the max over its cores)."""
+        return _host_moments(self._host_servers)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON contract of SPEC section 7."""
+        means, stds = self.host_moments()
+        return {
+            "work": self.work,
+            "hosts": [
+                {"name": name, "share": float(share), "dedicated_seconds": float(dedicated),
+                 "mean": float(mean), "std": float(std)}
+                for name, share, dedicated, mean, std in zip(
+                    self.hosts, self.shares, self.dedicated_seconds, means, stds)
+            ],
+            "mean": self.mean,
+            "std": self.std,
+            "cov": self.cov,
+            "criterion": self.criterion,
+            "quantiles": dict(self.quantiles),
+            "distribution": self.distribution,
+            "partition": self.partition,
+        }
+
+
+def check_hosts(hosts: Sequence[Host]) -> tuple[Host, ...]:
+    """``hosts`` as a tuple after checking it is a non-empty sequence of uniquely named Host."""
+    if isinstance(hosts, Host):
+        hosts = (hosts,)
+    hosts = tuple(hosts)
+    if not hosts:
+        raise InvalidArgumentError("at least one host is needed", field="hosts", value=[])
+    for host in hosts:
+        if not isinstance(host, Host):
+            raise InvalidArgumentError(f"expected Host objects, got {host!r}",
+                                       field="hosts", value=host)
+    names = [host.name for host in hosts]
+    if len(set(names)) != len(names):
+        duplicate = next(name for name in names if names.count(name) > 1)
+        raise InvalidArgumentError(f"host name {duplicate!r} appears more than once",
+                                   field="hosts", value=duplicate)
+    return hosts
+
+
+def check_dist(dist: str) -> str:
+    if dist not in DIST_CHOICES:
+        raise InvalidArgumentError(
+            f"unknown distribution {dist!r}; choose one of {', '.join(DIST_CHOICES)}",
+            field="dist", value=dist)
+    return dist
+
+
+def predict(hosts: Sequence[Host], work: float, dist: str = "gamma",
+            partition: str = "equal-mean", *, shares: Sequence[float] | None = None
+            ) -> Prediction:
+    """Predict the completion time of ``work`` reference-CPU-seconds split over ``hosts``.
+
+    ``shares`` (reference-CPU-seconds per host, summing to ``work``) overrides ``partition``.
+    """
+    hosts = check_hosts(hosts)
+    work = check_work(work)
+    check_dist(dist)
+    check_partition(partition)
+    arrays = HostArrays.from_hosts(hosts)
+    if shares is None:
+        share_array = _partition(arrays, work, partition)
+    else:
+        share_array = _check_shares(shares, len(hosts), work)
+    return _predict(arrays, work, share_array, dist, partition)
+
+
+def _check_shares(shares: Sequence[float], count: int, work: float) -> np.ndarray:
+    array = np.asarray(shares, dtype=float)
+    if array.shape != (count,):
+        raise InvalidArgumentError(f"expected {count} shares, got shape {array.shape}",
+                                   field="shares", value=list(array.ravel()))
+    if not np.all(np.isfinite(array)) or np.any(array < 0) or array.sum() <= 0:
+        raise InvalidArgumentError("shares must be finite, non-negative and not all zero",
+                                   field="shares", value=list(array))
+    if not math.isclose(array.sum(), work, rel_tol=1e-9):
+        raise InvalidArgumentError(f"shares sum to {array.sum():g}, not the work {work:g}",
+                                   field="shares", value=list(array))
+    return array
+
+
+def _predict(arrays: HostArrays, work: float, shares: np.ndarray, dist: str,
+             partition: str) -> Prediction:
+    codes = distribution_codes(dist, arrays.rho)
+    host_servers = build_servers(arrays, shares[None, :], codes[None, :])
+    servers = _merge_identical(host_servers)
+    mean, var, _ = completion.moments(servers, REL_TOL)
+    std = math.sqrt(max(float(var[0]), 0.0))
+    levels = np.array(list(QUANTILE_LEVELS.values()))
+    points = completion.quantiles(servers, levels, mean, np.sqrt(var))[0]
+    return Prediction(
+        hosts=arrays.names,
+        work=work,
+        shares=shares,
+        dedicated_seconds=shares / (arrays.cores * arrays.tau),
+        mean=float(mean[0]),
+        std=std,
+        quantiles={name: float(value) for name, value in zip(QUANTILE_LEVELS, points)},
+        distribution=dist,
+        partition=partition,
+        _servers=servers,
+        _host_servers=host_servers,
+    )
+
+
+def _merge_identical(servers: Servers) -> Servers:
+    """One server type per distinct law (a lab of identical machines costs one evaluation)."""
+    used = servers.mult[0] > 0
+    rows = np.column_stack([servers.t[0], servers.q[0], servers.code[0], servers.p1[0],
+                            servers.p2[0]])[used]
+    unique, inverse = np.unique(rows, axis=0, return_inverse=True)
+    if len(unique) == len(rows):
+        return Servers(**{name: getattr(servers, name)[:, used]
+                          for name in ("t", "q", "code", "p1", "p2", "mult")})
+    mult = np.bincount(inverse.ravel(), servers.mult[0][used], len(unique))
+    return Servers(t=unique[None, :, 0], q=unique[None, :, 1],
+                   code=unique[None, :, 2].astype(int), p1=unique[None, :, 3],
+                   p2=unique[None, :, 4], mult=mult[None, :])
+
+
+def _host_moments(host_servers: Servers) -> tuple[np.ndarray, np.ndarray]:
+    """Each host's completion (max over its cores): closed form for one core, else integrated."""
+    t, mult = host_servers.t[0], host_servers.mult[0]
+    means = host_servers.mean[0].copy()
+    variances = np.zeros_like(means)
+    single = mult <= 1
+    # for one core Var[T] = Var[U] = q (v + p0 m1^2): recover it from the fitted law's moments
+    m1 = np.where(host_servers.q[0] > 0, (means - t) / np.where(host_servers.q[0] > 0,
+                                                                host_servers.q[0], 1.0), 0.0)
+    v = _fitted_variance(host_servers)
+    q = host_servers.q[0]
+    variances[single] = (q * v + q * (1 - q) * m1**2)[single]
+    multi = np.flatnonzero(~single)
+    if multi.size:
+        batch = Servers(**{name: getattr(host_servers, name)[0][multi][:, None]
+                           for name in ("t", "q", "code", "p1", "p2", "mult")})
+        multi_mean, multi_var, _ = completion.moments(batch, REL_TOL)
+        means[multi] = multi_mean
+        variances[multi] = multi_var
+    means[mult == 0] = 0.0
+    return means, np.sqrt(np.maximum(variances, 0.0))
+
+
+def _fitted_variance(servers: Servers) -> np.ndarray:
+    from scipy import special
+
+    from scheduler import fits
+
+    code, p1, p2 = servers.code[0], servers.p1[0], servers.p2[0]
+    with np.errstate(over='ignore', invalid='ignore', divide='ignore'):
+        return _variance_all(servers, code, p1, p2)
+
+
+def _variance_all(servers: Servers, code: np.ndarray, p1: np.ndarray,
+                  p2: np.ndarray) -> np.ndarray:
+    from scipy import special
+
+    from scheduler import fits
+
+    gamma_var = p1 * p2**2
+    safe = np.where(p1 > 0, p1, 1.0)
+    weibull_var = p2**2 * (np.exp(special.gammaln(1 + 2 / safe))
+                           - np.exp(2 * special.gammaln(1 + 1 / safe)))
+    lognormal_var = np.expm1(p1**2) * np.exp(2 * p2 + p1**2)
+    var = np.select([code == fits.GAMMA, code == fits.WEIBULL], [gamma_var, weibull_var],
+                    lognormal_var)
+    return np.where(servers.q[0] > 0, var, 0.0)

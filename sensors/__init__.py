@@ -1,0 +1,1 @@
+"""Per-host measurement of local load: lambda, rho, mu, sigma and tau."""
