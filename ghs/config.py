@@ -49,7 +49,7 @@ METHODS = ("heuristic", "optimal", "prefix")
 class SchedulerConfig:
     """Defaults of prediction and machine-set selection."""
 
-    distribution: str = setting("gamma", choices=DISTRIBUTIONS,
+    distribution: str = setting("lognormal", choices=DISTRIBUTIONS,
                                 help="fit for the conditional delay (see README for the data)")
     partition: str = setting("equal-mean", choices=PARTITIONS, help="how work is split")
     method: str = setting("heuristic", choices=METHODS, help="machine-set selection method")
@@ -72,6 +72,51 @@ class SimulationConfig:
     warm: bool = setting(True, help="start hosts in a warmed-up (stationary) state")
 
 
+ACCOUNTING_MODES = ("on", "auto", "off")
+
+
+@dataclass(frozen=True)
+class SensorConfig:
+    """Defaults of the per-host sensor (``ghs measure`` and the agent). Lists are comma-separated.
+
+    Field names match ``sensors.host.LOCAL_SENSOR_OPTIONS`` where they overlap.
+    """
+
+    interval_seconds: float = setting(60.0, low=1.0, high=3600.0, duration=True,
+                                      help="length of one measurement")
+    accounting: str = setting("auto", choices=ACCOUNTING_MODES,
+                              help="on: root switches kernel accounting to accounting_path; "
+                                   "auto: use an active readable accounting file; off: never")
+    accounting_path: str = setting("/var/lib/ghs/pacct",
+                                   help="the accounting file the sensor owns in mode 'on'")
+    accounting_existing: str = setting(
+        "share", choices=("share", "refuse"),
+        help="mode 'on' when another accounting file is active: read it, or refuse")
+    accounting_candidates: str = setting(
+        "/var/log/account/pacct,/var/account/pacct,/var/log/pacct,/var/adm/pacct",
+        help="where system accounting files usually are")
+    accounting_max_bytes: int = setting(16_000_000, low=65536, high=2**40,
+                                        help="the sensor's own accounting file is emptied "
+                                             "between measurements beyond this size")
+    min_per_hour: int = setting(2, low=1, high=3600, help="fewest measurements in an hour")
+    max_per_hour: int = setting(30, low=1, high=3600,
+                                help="most measurements in an hour (also the first hour's)")
+    window_hours: float = setting(24.0, low=1.0, high=168.0,
+                                  help="history behind n_s and the estimates (paper: 24)")
+    retention_days: float = setting(8.0, low=8.0, high=366.0, help="how long the store keeps data")
+    users_allow: str = setting("", help="only these users' processes are local load (empty: all)")
+    users_deny: str = setting("", help="these users' processes are never local load")
+    remote_users: str = setting("", help="users whose processes are remote tasks")
+    remote_cgroup: str = setting("", help="cgroup path prefix holding remote tasks")
+    remote_marker: str = setting("GHS_REMOTE_TASK",
+                                 help="environment variable marking remote tasks")
+    tau: float = setting(0.0, low=0.0, high=1e6, help="speed override (0: benchmark)")
+    speed_command: str = setting("", help="time this command instead of the benchmark")
+    speed_command_reference_seconds: float = setting(
+        0.0, low=0.0, help="CPU seconds the speed command takes on the reference machine")
+    speed_runs: int = setting(5, low=1, high=100, help="benchmark runs (best is kept)")
+
+
 @dataclass(frozen=True)
 class Config:
     """Every setting of ghs, validated."""
@@ -79,6 +124,7 @@ class Config:
     manager: str | None = setting(None, help="manager endpoint, e.g. tcp://pcm:5555")
     scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
     simulation: SimulationConfig = field(default_factory=SimulationConfig)
+    sensor: SensorConfig = field(default_factory=SensorConfig)
 
 
 def _convert(section: str, f: dataclasses.Field, raw: Any) -> Any:

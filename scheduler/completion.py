@@ -8,6 +8,8 @@ interval of every problem in a batch, so one call evaluates many machine sets at
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from scheduler.model import Servers
@@ -30,9 +32,7 @@ _GAUSS_INDEX = np.array([1, 3, 5, 7, 9, 11, 13])
 WEIGHTS_G = np.concatenate([_WG[:-1], _WG[::-1]])
 
 TAIL_EPSILON = 1e-10
-# Initial panels as fractions of [x0, x_hi]: geometric near x0, where a Gamma fit with shape
-# below 1 makes the integrand steep, and where the bulk sits when the tail bound is far out.
-_INITIAL_EDGES = np.concatenate([[0.0], np.geomspace(1e-6, 1.0, 7)])
+_ADAPTIVE_PANELS = 4
 MAX_ROUNDS = 40
 
 
@@ -67,78 +67,239 @@ def _take(servers: Servers, owner: np.ndarray) -> Servers:
                       for name in ("t", "q", "code", "p1", "p2", "mult")})
 
 
+def _clenshaw_curtis(order: int) -> tuple[np.ndarray, np.ndarray]:
+    """Nodes (ascending, on [-1, 1]) and weights of the (order + 1)-point Clenshaw-Curtis rule."""
+    k = np.arange(order + 1)
+    theta = np.pi * k / order
+    weights = np.ones(order + 1)
+    for j in range(1, order // 2 + 1):
+        b = 1.0 if 2 * j == order else 2.0
+        weights -= b / (4 * j * j - 1) * np.cos(2 * j * theta)
+    weights *= np.where((k == 0) | (k == order), 1.0, 2.0) / order
+    return -np.cos(theta), weights
+
+
+# Coarse geometric probe of 1 - F over [x0, x_hi] (fractions of the span), then one
+# Clenshaw-Curtis rule in log(x - x0) over the bracket where 1 - F moves; the nested half-order
+# rule estimates its error. Problems that miss the tolerance go to adaptive Gauss-Kronrod.
+_PROBE = np.geomspace(1e-10, 1.0, 21)
+_CC_NODES = _clenshaw_curtis(64)[0]
+# points -> (weights, weights of the embedded half-order rule)
+_CC_RULES = {points: (_clenshaw_curtis(points - 1)[1], _clenshaw_curtis((points - 1) // 2)[1])
+             for points in (33, 65)}
+_FLAT = 1e-13
+_STD_FLOOR = 1e-4
+_MAX_INTERVALS = 1 << 18
+_QUANTILE_LOG_TOL = 1e-9
+_HEAD_SHARE = 1e-10
+
+
 def moments(servers: Servers, rel_tol: float = 1e-7) -> tuple[np.ndarray, np.ndarray, int]:
     """(mean, variance, server evaluations) of T for each problem of a (B, n) batch.
 
-    Relative accuracy ``rel_tol`` is asked of both the mean and the variance.
+    Relative accuracy ``rel_tol`` is asked of both the mean and the variance (the error
+    estimates are pessimistic; the achieved accuracy is usually far better).
     """
-    n_problems = servers.t.shape[0]
+    mean, var, evaluations, _ = moments_and_samples(servers, rel_tol)
+    return mean, var, evaluations
+
+
+def moments_and_samples(servers: Servers, rel_tol: float = 1e-7
+                        ) -> tuple[np.ndarray, np.ndarray, int, tuple[np.ndarray, np.ndarray]]:
+    """``moments`` plus the (x, log F) points it evaluated, (B, K) each, for quantiles."""
     x0 = start_point(servers)
-    x_hi = np.maximum(tail_point(servers), x0)
-    span = x_hi - x0
-    q_mean = np.zeros(n_problems)
-    q_square = np.zeros(n_problems)
-    owner = np.repeat(np.arange(n_problems), len(_INITIAL_EDGES) - 1)
-    lo = (x0[:, None] + span[:, None] * _INITIAL_EDGES[None, :-1]).ravel()
-    hi = (x0[:, None] + span[:, None] * _INITIAL_EDGES[None, 1:]).ravel()
-    keep = hi > lo
-    owner, lo, hi = owner[keep], lo[keep], hi[keep]
+    span = np.maximum(tail_point(servers) - x0, 0.0)
+    # no used server can be interrupted: T is exactly x0
+    certain = ~np.any((servers.mult > 0) & (servers.q > 0), axis=-1)
+    span = np.where(certain, 0.0, span)
+    bracket, evaluations = _bracket(servers, x0, span)
+    samples = bracket[5:]
+    bracket = bracket[:5]
+    q_mean, q_square, ok, extra, nodes = _clenshaw_curtis_body(servers, x0, bracket, rel_tol)
+    samples = (np.concatenate([samples[0], nodes[0]], axis=1),
+               np.concatenate([samples[1], nodes[1]], axis=1))
+    evaluations += extra
+    if not ok.all():
+        bad = np.flatnonzero(~ok)
+        sub = _take(servers, bad)
+        sub_bracket = tuple(part[bad] for part in bracket)
+        fixed_mean, fixed_square, extra = _adaptive_body(sub, x0[bad], sub_bracket, rel_tol)
+        q_mean[bad], q_square[bad] = fixed_mean, fixed_square
+        evaluations += extra
+    q_mean = np.where(certain, 0.0, q_mean)
+    var = np.where(certain, 0.0, np.maximum(2 * q_square - q_mean**2, 0.0))
+    return x0 + q_mean, var, evaluations, samples
+
+
+def _bracket(servers: Servers, x0: np.ndarray, span: np.ndarray
+             ) -> tuple[tuple[np.ndarray, ...], int]:
+    """Where 1 - F moves: (log y_a, log y_b, head integrals, head error) with y = x - x0.
+
+    Past y_b, 1 - F is under 1e-13. The head [0, y_a] is either flat (1 - F within 1e-13 of
+    1) or so short that the trapezoid on its ends misses by at most ``head error``, which
+    keeps a long log-range of almost constant 1 - F out of the quadrature.
+    """
+    span = np.where(span > 0, span, np.maximum(x0, 1.0) * 1e-6)
+    y_probe = span[:, None] * _PROBE[None, :]
+    x_probe = x0[:, None] + np.concatenate([np.zeros((len(x0), 1)), y_probe], axis=1)
+    log_probe = log_cdf(servers, x_probe)
+    survival = -np.expm1(log_probe)
+    at_start, survival = survival[:, 0], survival[:, 1:]
+    last = len(_PROBE) - 1
+    below = survival <= _FLAT
+    stop = np.where(below.any(axis=1), np.argmax(below, axis=1), last)
+    # head error bound of the trapezoid on [0, y]: (S(0) - S(y)) y / 2, S being monotone;
+    # allowed: a thousandth of the tolerance against a crude lower bound of the integral
+    head_error = (at_start[:, None] - survival) * y_probe / 2
+    lower_mean = np.max(y_probe * survival, axis=1)
+    allowed = _HEAD_SHARE * np.maximum(x0 + lower_mean, 1e-300)
+    fits_head = (head_error <= allowed[:, None]) & (np.arange(last + 1)[None, :] < stop[:, None])
+    start = np.where(fits_head.any(axis=1), last - np.argmax(fits_head[:, ::-1], axis=1), 0)
+    stop = np.maximum(stop, start + 1)
+    rows = np.arange(len(x0))
+    y_a, y_b = y_probe[rows, start], y_probe[rows, stop]
+    s_a = survival[rows, start]
+    head_mean = y_a * (at_start + s_a) / 2
+    head_square = y_a**2 / 2 * (at_start + s_a) / 2
+    head_err = (at_start - s_a) * y_a / 2
+    bracket = (np.log(y_a), np.log(y_b), head_mean, head_square, head_err, x_probe, log_probe)
+    return bracket, (y_probe.size + len(x0)) * servers.t.shape[1]
+
+
+def _integrands(servers: Servers, x0: np.ndarray, u: np.ndarray
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """(1 - F) dy/du and y (1 - F) dy/du at log-offsets u (rows follow the problems)."""
+    f0, f1, _, _ = _integrands_and_points(servers, x0, u)
+    return f0, f1
+
+
+def _integrands_and_points(servers: Servers, x0: np.ndarray, u: np.ndarray
+                           ) -> tuple[np.ndarray, ...]:
+    y = np.exp(u)
+    x = x0[:, None] + y
+    values = log_cdf(servers, x)
+    f0 = -np.expm1(values) * y
+    return f0, f0 * y, x, values
+
+
+def _accept(x0: np.ndarray, q_mean: np.ndarray, q_square: np.ndarray, err_mean: np.ndarray,
+            err_square: np.ndarray, rel_tol: float, share: np.ndarray | float = 1.0
+            ) -> np.ndarray:
+    mean = x0 + q_mean
+    # a std below 1e-4 of the mean needs no relative accuracy of its own
+    variance = np.maximum(2 * q_square - q_mean**2, (_STD_FLOOR * mean) ** 2)
+    err_var = 2 * err_square + 2 * q_mean * err_mean
+    return (err_mean <= rel_tol * mean * share) & (err_var <= rel_tol * variance * share)
+
+
+def _clenshaw_curtis_body(servers: Servers, x0: np.ndarray, bracket: tuple[np.ndarray, ...],
+                          rel_tol: float) -> tuple[Any, ...]:
+    """Nested Clenshaw-Curtis in log y: 33 points checked by 17, then 65 checked by 33."""
+    u_a, u_b, head_mean, head_square, head_err = bracket
+    half = (u_b - u_a) / 2
+    centre = (u_a + u_b) / 2
+    nodes_33 = _CC_NODES[::2]
+    f0, f1, x_nodes, log_nodes = _integrands_and_points(
+        servers, x0, centre[:, None] + half[:, None] * nodes_33[None, :])
+    evaluations = f0.size * servers.t.shape[1]
+    q_mean, q_square, err_mean, err_square = _cc_estimate(half, head_mean, head_square, f0, f1)
+    ok = _accept(x0, q_mean, q_square, err_mean + head_err, err_square, rel_tol)
+    retry = np.flatnonzero(~ok)
+    if retry.size:
+        sub = _take(servers, retry)
+        g0, g1 = _integrands(sub, x0[retry], centre[retry, None]
+                             + half[retry, None] * _CC_NODES[None, 1::2])
+        evaluations += g0.size * servers.t.shape[1]
+        full0 = np.empty((retry.size, len(_CC_NODES)))
+        full1 = np.empty_like(full0)
+        full0[:, ::2], full0[:, 1::2] = f0[retry], g0
+        full1[:, ::2], full1[:, 1::2] = f1[retry], g1
+        estimate = _cc_estimate(half[retry], head_mean[retry], head_square[retry], full0, full1)
+        q_mean[retry], q_square[retry] = estimate[0], estimate[1]
+        ok[retry] = _accept(x0[retry], estimate[0], estimate[1],
+                            estimate[2] + head_err[retry], estimate[3], rel_tol)
+    return q_mean, q_square, ok, evaluations, (x_nodes, log_nodes)
+
+
+def _cc_estimate(half: np.ndarray, head_mean: np.ndarray, head_square: np.ndarray,
+                 f0: np.ndarray, f1: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Integrals over head + body from a CC rule of f0/f1's width, and the error estimates."""
+    weights, check = _CC_RULES[f0.shape[1]]
+    body0, body1 = half * (f0 @ weights), half * (f1 @ weights)
+    err0 = np.abs(body0 - half * (f0[:, ::2] @ check))
+    err1 = np.abs(body1 - half * (f1[:, ::2] @ check))
+    return head_mean + body0, head_square + body1, err0, err1
+
+
+def _adaptive_body(servers: Servers, x0: np.ndarray, bracket: tuple[np.ndarray, ...],
+                   rel_tol: float) -> tuple[np.ndarray, np.ndarray, int]:
+    """Adaptive Gauss-Kronrod over the bracket in log y, all problems' intervals at once."""
+    u_a, u_b, head_mean, head_square, _ = bracket
+    n_problems = len(x0)
+    width_total = u_b - u_a
+    owner = np.repeat(np.arange(n_problems), _ADAPTIVE_PANELS)
+    edges = u_a[:, None] + width_total[:, None] * np.linspace(0, 1, _ADAPTIVE_PANELS + 1)
+    lo, hi = edges[:, :-1].ravel(), edges[:, 1:].ravel()
+    q_mean, q_square = head_mean.copy(), head_square.copy()
+    est_mean, est_square = q_mean.copy(), q_square.copy()
     evaluations = 0
-    # running estimates of each problem's integrals, for the relative error allowances
-    est_mean = np.zeros(n_problems)
-    est_square = np.zeros(n_problems)
     for _ in range(MAX_ROUNDS):
         if owner.size == 0:
             break
+        if owner.size > _MAX_INTERVALS:  # pragma: no cover - pathological inputs only
+            q_mean, q_square = est_mean, est_square
+            break
         half = (hi - lo) / 2
         mid = (hi + lo) / 2
-        x = mid[:, None] + half[:, None] * NODES[None, :]
         sub = _take(servers, owner)
-        survival = -np.expm1(log_cdf(sub, x))
-        evaluations += x.size * servers.t.shape[1]
-        y = x - x0[owner][:, None]
-        k0 = half * (survival @ WEIGHTS_K)
-        g0 = half * (survival[:, _GAUSS_INDEX] @ WEIGHTS_G)
-        moment_integrand = y * survival
-        k1 = half * (moment_integrand @ WEIGHTS_K)
-        g1 = half * (moment_integrand[:, _GAUSS_INDEX] @ WEIGHTS_G)
+        f0, f1 = _integrands(sub, x0[owner], mid[:, None] + half[:, None] * NODES[None, :])
+        evaluations += f0.size * servers.t.shape[1]
+        k0, k1 = half * (f0 @ WEIGHTS_K), half * (f1 @ WEIGHTS_K)
+        err0 = np.abs(k0 - half * (f0[:, _GAUSS_INDEX] @ WEIGHTS_G))
+        err1 = np.abs(k1 - half * (f1[:, _GAUSS_INDEX] @ WEIGHTS_G))
         est_mean = q_mean + np.bincount(owner, k0, n_problems)
         est_square = q_square + np.bincount(owner, k1, n_problems)
-        variance = np.maximum(2 * est_square - est_mean**2, 1e-300)
-        count = np.bincount(owner, minlength=n_problems)
-        share = np.maximum((hi - lo) / np.where(span > 0, span, 1.0)[owner],
-                           1.0 / np.maximum(count[owner], 1))
-        err_mean = np.abs(k0 - g0)
-        err_var = 2 * np.abs(k1 - g1) + 2 * est_mean[owner] * err_mean
-        allowed_mean = rel_tol * (x0 + est_mean)[owner] * share
-        allowed_var = rel_tol * variance[owner] * share
-        done = (err_mean <= allowed_mean) & (err_var <= allowed_var)
-        done |= (hi - lo) <= 1e-12 * np.maximum(x0[owner], 1.0)
+        # every interval may use at least a tenth of the allowance: the Kronrod estimate
+        # overstates the error by orders of magnitude on smooth integrands
+        share = np.maximum((hi - lo) / width_total[owner], 0.1)
+        done = _accept(x0[owner], est_mean[owner], est_square[owner], err0, err1, rel_tol,
+                       share)
+        done |= half <= 1e-9
         q_mean += np.bincount(owner[done], k0[done], n_problems)
         q_square += np.bincount(owner[done], k1[done], n_problems)
         owner, lo, hi, mid = owner[~done], lo[~done], hi[~done], mid[~done]
         owner = np.repeat(owner, 2)
         lo, hi = np.column_stack([lo, mid]).ravel(), np.column_stack([mid, hi]).ravel()
-    else:  # pragma: no cover - only on pathological inputs
-        q_mean = est_mean
-        q_square = est_square
-    mean = x0 + q_mean
-    var = np.maximum(2 * q_square - q_mean**2, 0.0)
-    return mean, var, evaluations
+    else:  # pragma: no cover - pathological inputs only; keep the best estimate
+        q_mean, q_square = est_mean, est_square
+    return q_mean, q_square, evaluations
 
 
 def quantiles(servers: Servers, probs: np.ndarray, mean: np.ndarray, std: np.ndarray,
-              rel_tol: float = 1e-7) -> np.ndarray:
-    """(B, P) quantiles of T: the smallest x with F(x) >= p, by bracketed regula falsi."""
+              rel_tol: float = 1e-6,
+              samples: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
+    """(B, P) quantiles of T: the smallest x with F(x) >= p, by bracketed Illinois steps.
+
+    ``samples`` ((B, K) points and their log F, e.g. from ``moments_and_samples``) give the
+    first brackets; without them the bracket grows from mean + 3 std.
+    """
     probs = np.asarray(probs, dtype=float)
     n_problems = servers.t.shape[0]
     x0 = start_point(servers)
     target = np.log(probs)[None, :] * np.ones((n_problems, 1))
-    at_start = log_cdf(servers, x0[:, None])
     lo = np.repeat(x0[:, None], len(probs), axis=1)
-    f_lo = np.repeat(at_start, len(probs), axis=1) - target
-    # expand an upper bracket from mean + k std until F(x) >= p
-    hi = np.maximum(mean + 3 * std, x0 * (1 + 1e-9) + 1e-9)[:, None] * np.ones((1, len(probs)))
+    f_lo = np.repeat(log_cdf(servers, x0[:, None]), len(probs), axis=1) - target
+    hi = np.repeat(np.maximum(mean + 3 * std, x0 * (1 + 1e-9) + 1e-9)[:, None], len(probs),
+                   axis=1)
+    if samples is not None:
+        points, values = samples
+        gap = values[:, None, :] - target[:, :, None]  # (B, P, K)
+        low_side = np.where(gap < 0, points[:, None, :], -np.inf).max(axis=2)
+        high_side = np.where(gap >= 0, points[:, None, :], np.inf).min(axis=2)
+        better_lo = low_side > lo
+        lo = np.where(better_lo, low_side, lo)
+        f_lo = np.where(better_lo, log_cdf(servers, lo) - target, f_lo)
+        hi = np.where(np.isfinite(high_side), high_side, hi)
     f_hi = log_cdf(servers, hi) - target
     for _ in range(200):
         short = f_hi < 0
@@ -153,24 +314,29 @@ def quantiles(servers: Servers, probs: np.ndarray, mean: np.ndarray, std: np.nda
     result = np.where(solved, lo, hi)
     side = np.zeros_like(lo)
     for _ in range(100):
-        if np.all(solved | (hi - lo <= rel_tol * np.maximum(np.abs(hi), 1e-12))):
+        converged = solved | (hi - lo <= rel_tol * np.maximum(np.abs(hi), 1e-12))
+        if np.all(converged):
             break
         finite_lo = np.isfinite(f_lo)
         # Illinois regula falsi; bisection where the lower value is -inf (F = 0)
-        guess = np.where(finite_lo, hi - f_hi * (hi - lo) / np.where(
-            f_hi - f_lo != 0, f_hi - f_lo, 1.0), (lo + hi) / 2)
-        guess = np.clip(guess, lo + 0.0 * (hi - lo), hi)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            guess = np.where(finite_lo, hi - f_hi * (hi - lo) / np.where(
+                f_hi - f_lo != 0, f_hi - f_lo, 1.0), (lo + hi) / 2)
         inside = (guess > lo) & (guess < hi)
         guess = np.where(inside, guess, (lo + hi) / 2)
         f_guess = log_cdf(servers, guess) - target
+        # F is continuous past x0: a guess within 1e-9 of log p is the quantile
+        hit = ~converged & (np.abs(f_guess) <= _QUANTILE_LOG_TOL)
+        result = np.where(hit, guess, result)
+        solved |= hit
         upper = f_guess >= 0
         hi = np.where(upper, guess, hi)
         f_hi = np.where(upper, f_guess, f_hi)
         lo = np.where(upper, lo, guess)
         f_lo = np.where(upper, f_lo, f_guess)
-        # Illinois step: halve the retained end's value when the same end stays twice
+        # Illinois: halve the kept end's value when the same end moved twice in a row
         f_lo = np.where(upper & (side > 0) & finite_lo, f_lo / 2, f_lo)
         f_hi = np.where(~upper & (side < 0), f_hi / 2, f_hi)
         side = np.where(upper, 1.0, -1.0)
         result = np.where(solved, result, hi)
-    return np.where(solved, lo, hi)
+    return result

@@ -62,9 +62,28 @@ def fit(code: np.ndarray, mean: np.ndarray, var: np.ndarray) -> tuple[np.ndarray
     return p1, p2
 
 
+# Survival probabilities below this are taken as 0: they move log F by less than a rounding
+# error, and skipping them saves most of the incomplete-gamma work in a parallel task's tail.
+_LOG_NEGLIGIBLE = np.log(1e-20)
+
+
+def _gamma_sf(shape: np.ndarray, scale: np.ndarray, y: np.ndarray) -> np.ndarray:
+    z = y / scale
+    shape, z = np.broadcast_arrays(shape, z)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        # Chernoff bound P(X > z) <= (z / a)^a e^(a - z) for z > a (unit scale)
+        log_bound = shape * (1.0 + np.log(z / shape)) - z
+    need = ~((z > shape) & (log_bound < _LOG_NEGLIGIBLE))
+    if need.all():
+        return special.gammaincc(shape, z)
+    out = np.zeros(z.shape)
+    out[need] = special.gammaincc(shape[need], z[need])
+    return out
+
+
 def _sf_one(code: int, p1: np.ndarray, p2: np.ndarray, y: np.ndarray) -> np.ndarray:
     if code == GAMMA:
-        return special.gammaincc(p1, y / p2)
+        return _gamma_sf(p1, p2, y)
     if code == WEIBULL:
         return np.exp(-((y / p2) ** p1))
     with np.errstate(divide="ignore"):
@@ -73,10 +92,12 @@ def _sf_one(code: int, p1: np.ndarray, p2: np.ndarray, y: np.ndarray) -> np.ndar
 
 def sf(code: np.ndarray, p1: np.ndarray, p2: np.ndarray, y: np.ndarray) -> np.ndarray:
     """Survival function 1 - G(y) for y >= 0, broadcasting all arguments."""
-    code, p1, p2, y = np.broadcast_arrays(np.asarray(code), p1, p2, y)
+    code = np.asarray(code)
     first = code.flat[0] if code.size else GAMMA
     if code.size and (code == first).all():
-        return _sf_one(int(first), p1, p2, y)
+        return np.broadcast_to(_sf_one(int(first), p1, p2, y), np.broadcast_shapes(
+            code.shape, np.shape(p1), np.shape(p2), np.shape(y)))
+    code, p1, p2, y = np.broadcast_arrays(code, p1, p2, y)
     out = np.empty(y.shape)
     for value in np.unique(code):
         mask = code == value

@@ -12,11 +12,11 @@ import numpy as np
 from scheduler import completion
 from scheduler.errors import InvalidArgumentError
 from scheduler.hosts import Host, HostArrays
-from scheduler.model import DIST_CHOICES, Servers, build_servers, distribution_codes
+from scheduler.model import DEFAULT_DIST, DIST_CHOICES, Servers, build_servers, distribution_codes
 from scheduler.partition import _partition, check_partition, check_work
 
 QUANTILE_LEVELS = {"p50": 0.5, "p90": 0.9, "p95": 0.95, "p99": 0.99}
-REL_TOL = 1e-7
+REL_TOL = 1e-5
 
 
 @dataclass(frozen=True, eq=False)
@@ -104,7 +104,7 @@ def check_dist(dist: str) -> str:
     return dist
 
 
-def predict(hosts: Sequence[Host], work: float, dist: str = "gamma",
+def predict(hosts: Sequence[Host], work: float, dist: str = DEFAULT_DIST,
             partition: str = "equal-mean", *, shares: Sequence[float] | None = None
             ) -> Prediction:
     """Predict the completion time of ``work`` reference-CPU-seconds split over ``hosts``.
@@ -142,10 +142,10 @@ def _predict(arrays: HostArrays, work: float, shares: np.ndarray, dist: str,
     codes = distribution_codes(dist, arrays.rho)
     host_servers = build_servers(arrays, shares[None, :], codes[None, :])
     servers = _merge_identical(host_servers)
-    mean, var, _ = completion.moments(servers, REL_TOL)
+    mean, var, _, samples = completion.moments_and_samples(servers, REL_TOL)
     std = math.sqrt(max(float(var[0]), 0.0))
     levels = np.array(list(QUANTILE_LEVELS.values()))
-    points = completion.quantiles(servers, levels, mean, np.sqrt(var))[0]
+    points = completion.quantiles(servers, levels, mean, np.sqrt(var), samples=samples)[0]
     return Prediction(
         hosts=arrays.names,
         work=work,
@@ -200,9 +200,7 @@ def _host_moments(host_servers: Servers) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _fitted_variance(servers: Servers) -> np.ndarray:
-    from scipy import special
 
-    from scheduler import fits
 
     code, p1, p2 = servers.code[0], servers.p1[0], servers.p2[0]
     with np.errstate(over='ignore', invalid='ignore', divide='ignore'):

@@ -52,20 +52,55 @@ def _loguniform_log_ratio(cov: float) -> float:
                   maxiter=500)
 
 
+def _checked(kind: str, mean_seconds: object, cov: object) -> tuple[float, float]:
+    if kind not in DEMAND_KINDS:
+        raise InvalidArgumentError(
+            f"unknown demand kind {kind!r}; allowed: {', '.join(DEMAND_KINDS)}",
+            field="kind", value=kind)
+    mean = _finite("mean_seconds", mean_seconds)
+    if mean <= 0:
+        raise InvalidArgumentError(f"mean_seconds must be > 0, got {mean_seconds!r}",
+                                   field="mean_seconds", value=mean_seconds)
+    if cov is None:
+        if kind not in _FIXED_COV:
+            raise InvalidArgumentError(f"{kind} demand needs a cov (>= 0), got None",
+                                       field="cov", value=cov)
+        cov = _FIXED_COV[kind]
+    cv = _finite("cov", cov)
+    if cv < 0:
+        raise InvalidArgumentError(f"cov must be >= 0, got {cov!r}", field="cov", value=cov)
+    if kind in _FIXED_COV and cv != _FIXED_COV[kind]:
+        raise InvalidArgumentError(
+            f"{kind} demand has cov {_FIXED_COV[kind]:g}, got {cov!r}; choose lognormal, "
+            "gamma, hyperexponential or loguniform for another cov", field="cov", value=cov)
+    if kind == "loguniform" and cv > _LOGUNIFORM_MAX_COV:
+        raise InvalidArgumentError(
+            f"loguniform demand needs cov <= {_LOGUNIFORM_MAX_COV:g} (its range b/a would "
+            f"overflow), got {cov!r}", field="cov", value=cov)
+    if kind == "hyperexponential" and cv < 1:
+        raise InvalidArgumentError(
+            f"hyperexponential demand needs cov >= 1, got {cov!r}", field="cov", value=cov)
+    return mean, cv
+
+
 @dataclass(frozen=True)
 class Demand:
     """The CPU demand (seconds) of one local job: ``kind`` with the given mean and CoV.
 
-    A CoV of 0 makes every kind but ``exponential`` a point mass at the mean. Build it with
-    :func:`demand`, which validates; the constructor assumes valid arguments.
+    A CoV of 0 makes every kind but ``exponential`` a point mass at the mean; ``cov=None``
+    means the fixed CoV of exponential (1) or deterministic (0). Arguments are validated as
+    in :func:`demand`.
     """
 
     kind: str
     mean_seconds: float
-    cov: float
+    cov: float | None = None
     _params: tuple = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        mean, cov = _checked(self.kind, self.mean_seconds, self.cov)
+        object.__setattr__(self, "mean_seconds", mean)
+        object.__setattr__(self, "cov", cov)
         object.__setattr__(self, "_params", self._solve_params())
 
     def _solve_params(self) -> tuple:
@@ -142,36 +177,9 @@ def demand(kind: str, mean_seconds: float, cov: float | None = None) -> Demand:
     """A validated :class:`Demand`. ``cov=None`` means 1 for exponential, 0 for deterministic.
 
     exponential needs CoV 1, deterministic CoV 0, hyperexponential CoV >= 1; lognormal, gamma
-    and loguniform take any CoV >= 0.
+    and loguniform take any CoV >= 0 (loguniform at most 15).
     """
-    if kind not in DEMAND_KINDS:
-        raise InvalidArgumentError(
-            f"unknown demand kind {kind!r}; allowed: {', '.join(DEMAND_KINDS)}",
-            field="kind", value=kind)
-    mean = _finite("mean_seconds", mean_seconds)
-    if mean <= 0:
-        raise InvalidArgumentError(f"mean_seconds must be > 0, got {mean_seconds!r}",
-                                   field="mean_seconds", value=mean_seconds)
-    if cov is None:
-        if kind not in _FIXED_COV:
-            raise InvalidArgumentError(f"{kind} demand needs a cov (>= 0), got None",
-                                       field="cov", value=cov)
-        cov = _FIXED_COV[kind]
-    cv = _finite("cov", cov)
-    if cv < 0:
-        raise InvalidArgumentError(f"cov must be >= 0, got {cov!r}", field="cov", value=cov)
-    if kind in _FIXED_COV and cv != _FIXED_COV[kind]:
-        raise InvalidArgumentError(
-            f"{kind} demand has cov {_FIXED_COV[kind]:g}, got {cov!r}; choose lognormal, "
-            "gamma, hyperexponential or loguniform for another cov", field="cov", value=cov)
-    if kind == "loguniform" and cv > _LOGUNIFORM_MAX_COV:
-        raise InvalidArgumentError(
-            f"loguniform demand needs cov <= {_LOGUNIFORM_MAX_COV:g} (its range b/a would "
-            f"overflow), got {cov!r}", field="cov", value=cov)
-    if kind == "hyperexponential" and cv < 1:
-        raise InvalidArgumentError(
-            f"hyperexponential demand needs cov >= 1, got {cov!r}", field="cov", value=cov)
-    return Demand(kind, mean, cv)
+    return Demand(kind, mean_seconds, cov)
 
 
 def demand_for_host(host: Host, kind: str) -> Demand:
@@ -295,3 +303,31 @@ class Trace:
 
     def __len__(self) -> int:
         return int(self.arrival_seconds.size)
+
+    def backlog_seconds(self, at_seconds: object) -> np.ndarray:
+        """Unfinished local work (seconds) of one core fed by this trace, at each given time.
+
+        The core is idle before the first job; jobs arriving exactly at a time are not
+        counted yet.
+        """
+        try:
+            times = np.asarray(at_seconds, dtype=float)
+        except (TypeError, ValueError):
+            raise InvalidArgumentError(f"at_seconds must be numbers, got {at_seconds!r}",
+                                       field="at_seconds", value=at_seconds) from None
+        if not np.isfinite(times).all():
+            raise InvalidArgumentError("at_seconds must be finite", field="at_seconds",
+                                       value=at_seconds)
+        arrivals, demands = self.arrival_seconds, self.cpu_seconds
+        if arrivals.size == 0:
+            return np.zeros(times.shape)
+        # Lindley in closed form: after jobs 0..j the backlog at time s is
+        # max(0, max_k (work of jobs k..j) - (s - a_k)) = max(0, c_j - s + max_k (a_k - c_k-1))
+        # with c the cumulative work; times relative to the first arrival keep sums small.
+        origin = arrivals[0]
+        total = np.cumsum(demands)
+        best = np.maximum.accumulate((arrivals - origin) - (total - demands))
+        last = np.searchsorted(arrivals, times, side="left") - 1
+        safe = np.maximum(last, 0)
+        backlog = np.maximum(total[safe] - (times - origin) + best[safe], 0.0)
+        return np.where(last >= 0, backlog, 0.0)

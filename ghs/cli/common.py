@@ -65,7 +65,8 @@ class DurationType(click.ParamType):
                 ctx: click.Context | None) -> float:
         if isinstance(value, float):
             return value
-        label = f"--{param.name.replace('_', '-')}" if param is not None and param.name else "value"
+        named = param is not None and param.name
+        label = f"--{param.name.replace('_', '-')}" if named else "value"
         try:
             return parse_duration(value, what=label)
         except GhsError as exc:
@@ -82,8 +83,9 @@ def config_from(ctx: click.Context, overrides: dict[str, Any] | None = None) -> 
 
 
 def json_option(function: Any) -> Any:
-    return click.option("--json", "as_json", is_flag=True,
-                        help="Print machine-readable JSON (stable keys) instead of tables.")(function)
+    option = click.option("--json", "as_json", is_flag=True,
+                          help="Print machine-readable JSON (stable keys) instead of tables.")
+    return option(function)
 
 
 def emit_json(payload: Any) -> None:

@@ -1,0 +1,1 @@
+"""Benchmarks behind `ghs bench`: our code against straightforward baselines."""

@@ -1,0 +1,360 @@
+"""Machine-set selection: which hosts should share the task (paper Fig. 2 and Fig. 3)."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from scheduler import completion
+from scheduler.errors import InvalidArgumentError, NoUsableHostsError, TooManyHostsError
+from scheduler.hosts import Host, HostArrays
+from scheduler.model import DEFAULT_DIST, build_servers, distribution_codes
+from scheduler.partition import _partition, check_partition, check_work, whole_units
+from scheduler.prediction import Prediction, _predict, check_dist, check_hosts
+
+METHODS = ("heuristic", "optimal", "prefix")
+SET_TOL = 1e-5
+_CHUNK = 4096
+# prefix scans every prefix up to this many hosts, and a coarse grid plus refinement beyond
+_PREFIX_EXHAUSTIVE = 256
+_SWAP_POOL = 8
+_SWAP_ROUNDS = 10
+
+
+@dataclass(frozen=True)
+class Exclusion:
+    """A host left out of the candidates, and why."""
+
+    name: str
+    reason: str
+
+
+@dataclass(frozen=True, eq=False)
+class Plan:
+    """The chosen machine set, its prediction and what choosing it cost."""
+
+    hosts: tuple[Host, ...]
+    prediction: Prediction
+    method: str
+    evaluations: int
+    elapsed_seconds: float
+    excluded: tuple[Exclusion, ...] = field(default=())
+
+    def units(self, count: int) -> dict[str, int]:
+        """Split ``count`` indivisible work units over the chosen hosts like the shares."""
+        split = whole_units(self.prediction.shares, count)
+        return {host.name: int(n) for host, n in zip(self.hosts, split)}
+
+    def to_dict(self, units: int | None = None) -> dict[str, Any]:
+        payload = self.prediction.to_dict()
+        if units is not None:
+            for row, n in zip(payload["hosts"], whole_units(self.prediction.shares, units)):
+                row["units"] = int(n)
+            payload["units"] = units
+        payload.update(method=self.method, evaluations=self.evaluations,
+                       elapsed_seconds=self.elapsed_seconds,
+                       excluded=[{"name": e.name, "reason": e.reason} for e in self.excluded])
+        return payload
+
+
+def candidates(hosts: Sequence[Host], rho_max: float) -> tuple[list[Host], list[Exclusion]]:
+    """Hosts with rho below ``rho_max``, and the ones left out with the reason."""
+    kept, excluded = [], []
+    for host in hosts:
+        if host.rho >= rho_max:
+            excluded.append(Exclusion(host.name, f"rho {host.rho:.3g} >= rho_max {rho_max:g}"))
+        else:
+            kept.append(host)
+    return kept, excluded
+
+
+def schedule(hosts: Sequence[Host], work: float, method: str = "heuristic",
+             dist: str = DEFAULT_DIST, partition: str = "equal-mean", *, rho_max: float = 0.9,
+             max_optimal_hosts: int = 22, task_ratio: float = 4.0,
+             excluded: Sequence[Exclusion] = (),
+             clock: Callable[[], float] = time.perf_counter) -> Plan:
+    """Choose the hosts minimising E[T] (1 + CoV) for ``work`` reference-CPU-seconds.
+
+    ``excluded`` lists hosts the caller already dropped (e.g. saturated ones read from a host
+    file); they are reported with the plan. ``clock`` times the selection.
+    """
+    started = clock()
+    hosts = check_hosts(hosts)
+    work = check_work(work)
+    check_dist(dist)
+    check_partition(partition)
+    if method not in METHODS:
+        raise InvalidArgumentError(f"unknown method {method!r}; choose one of "
+                                   f"{', '.join(METHODS)}", field="method", value=method)
+    if not 0 < rho_max <= 1:
+        raise InvalidArgumentError(f"rho_max must be in (0, 1], got {rho_max!r}",
+                                   field="rho_max", value=rho_max)
+    kept, dropped = candidates(hosts, rho_max)
+    dropped = [*excluded, *dropped]
+    if not kept:
+        raise NoUsableHostsError(
+            f"no usable hosts: all {len(hosts) + len(excluded)} are at or above rho_max "
+            f"{rho_max:g}", excluded=tuple(dropped))
+    if method == "optimal" and len(kept) > max_optimal_hosts:
+        raise TooManyHostsError(
+            f"optimal selection over {len(kept)} hosts would evaluate 2^{len(kept)} sets; "
+            f"the limit is {max_optimal_hosts} (use heuristic or prefix, or raise "
+            f"optimal_max_hosts)", field="hosts", value=len(kept))
+    # Order by (1 - rho) tau capacity, the paper's priority; ties keep the given order.
+    order = sorted(range(len(kept)), key=lambda i: -kept[i].capacity)
+    ordered = [kept[i] for i in order]
+    evaluator = SetEvaluator(HostArrays.from_hosts(ordered), work, dist, partition)
+    if method == "heuristic":
+        chosen = _heuristic(evaluator, ordered, work, task_ratio)
+    elif method == "prefix":
+        chosen = _prefix(evaluator)
+    else:
+        chosen = _optimal(evaluator)
+    chosen = sorted(chosen)
+    members = [ordered[i] for i in chosen]
+    arrays = HostArrays.from_hosts(members)
+    prediction = _predict(arrays, work, _partition(arrays, work, partition), dist, partition)
+    return Plan(hosts=tuple(members), prediction=prediction, method=method,
+                evaluations=evaluator.evaluations, elapsed_seconds=clock() - started,
+                excluded=tuple(dropped))
+
+
+class SetEvaluator:
+    """Criterion E[T] + std[T] of machine sets over one candidate list, with a cache."""
+
+    def __init__(self, arrays: HostArrays, work: float, dist: str, partition: str) -> None:
+        self.arrays = arrays
+        self.work = work
+        self.partition = partition
+        self.codes = distribution_codes(dist, arrays.rho)
+        self.evaluations = 0
+        self._cache: dict[tuple[int, ...], float] = {}
+
+    def criteria(self, sets: Sequence[Sequence[int]]) -> np.ndarray:
+        """Criterion of each set (host indices into the candidate list), seconds."""
+        keys = [tuple(sorted(s)) for s in sets]
+        missing = list(dict.fromkeys(k for k in keys if k not in self._cache))
+        if missing:
+            # one padded batch: a short set's spare columns carry no work
+            width = max(len(key) for key in missing)
+            members = np.zeros((len(missing), width), dtype=int)
+            valid = np.zeros((len(missing), width), dtype=bool)
+            for row, key in enumerate(missing):
+                members[row, :len(key)] = key
+                valid[row, :len(key)] = True
+            self._cache.update(zip(missing, self.dense(members, valid)))
+        return np.array([self._cache[k] for k in keys])
+
+    def dense(self, members: np.ndarray, valid: np.ndarray | None = None) -> np.ndarray:
+        """Criteria of B sets given as a (B, k) index array (``valid`` marks real members)."""
+        out = np.empty(len(members))
+        for start in range(0, len(members), _CHUNK):
+            block = slice(start, start + _CHUNK)
+            servers = self.servers(members[block], None if valid is None else valid[block])
+            mean, var, _ = completion.moments(servers, SET_TOL)
+            out[block] = mean + np.sqrt(var)
+        self.evaluations += len(members)
+        return out
+
+    def servers(self, members: np.ndarray, valid: np.ndarray | None = None):
+        sub = _gather(self.arrays, members)
+        mask = np.ones(members.shape, bool) if valid is None else valid
+        shares = _partition(sub, self.work, self.partition, mask)
+        return build_servers(sub, shares, self.codes[members])
+
+    def lower_bound(self, members: np.ndarray) -> np.ndarray:
+        """max_k E[T_k] of each set: a bound below its criterion (free of integration)."""
+        sub = _gather(self.arrays, members)
+        shares = _partition(sub, self.work, self.partition, np.ones(members.shape, bool))
+        return np.max(shares / (sub.cores * sub.tau) / (1.0 - sub.rho), axis=-1)
+
+
+def _gather(arrays: HostArrays, members: np.ndarray) -> HostArrays:
+    return HostArrays(names=(), lam=arrays.lam[members], mu=arrays.mu[members],
+                      sigma=arrays.sigma[members], rho=arrays.rho[members],
+                      tau=arrays.tau[members], cores=arrays.cores[members])
+
+
+def _heuristic(evaluator: SetEvaluator, ordered: Sequence[Host], work: float,
+               task_ratio: float) -> list[int]:
+    """Paper Fig. 3 over prefixes C(x) of the capacity-ordered candidates."""
+    m = len(ordered)
+    mean_demand = float(np.mean([1.0 / host.mu for host in ordered]))
+    upper = heuristic_upper(m, work, mean_demand, task_ratio)
+
+    def f(sizes: Sequence[int]) -> list[float]:
+        return list(evaluator.criteria([range(size) for size in sizes]))
+
+    size, _ = binary_search_sizes(f, m, upper)
+    return list(range(size))
+
+
+def heuristic_upper(m: int, work: float, mean_demand_seconds: float, task_ratio: float) -> int:
+    """b = min(m, floor(W / (task_ratio * mean local demand))), at least 1 (Fig. 3)."""
+    return max(1, min(m, math.floor(work / (task_ratio * mean_demand_seconds))))
+
+
+def binary_search_sizes(f: Callable[[Sequence[int]], Sequence[float]], m: int, upper: int
+                        ) -> tuple[int, list[tuple[int, int, int]]]:
+    """The search of Fig. 3 as SPEC section 4 spells it out; f maps sizes to criteria.
+
+    Returns the chosen prefix size and the trace of (a, b, c) at each step.
+    """
+    a, b = 1, upper
+    trace = []
+    while True:
+        c = (a + b) // 2
+        wanted = [a, b, c] + ([c + 1] if c + 1 <= m else [])
+        values = dict(zip(wanted, f(wanted)))
+        trace.append((a, b, c))
+        fa, fb, fc = values[a], values[b], values[c]
+        smallest = min(fa, fb, fc)
+        if fa == smallest:
+            b = c
+        elif fb == smallest:
+            a = c
+        elif c + 1 <= m and fc < values[c + 1]:
+            b = c
+        else:
+            a = c
+        if a + 1 >= b:
+            break
+    fa, fb = f([a, b])
+    return (a if fa < fb else b), trace
+
+
+def _prefix(evaluator: SetEvaluator) -> list[int]:
+    """Best prefix C(x), then swap improvement of the boundary."""
+    m = len(evaluator.arrays.lam)
+    if m <= _PREFIX_EXHAUSTIVE:
+        sizes = np.arange(1, m + 1)
+    else:
+        sizes = np.unique(np.geomspace(1, m, 64).round().astype(int))
+    values = evaluator.criteria([range(int(size)) for size in sizes])
+    best = int(np.argmin(values))
+    while m > _PREFIX_EXHAUSTIVE:
+        low = int(sizes[max(best - 1, 0)])
+        high = int(sizes[min(best + 1, len(sizes) - 1)])
+        if high - low <= 2:
+            break
+        sizes = np.unique(np.linspace(low, high, min(high - low + 1, 64)).round().astype(int))
+        values = evaluator.criteria([range(int(size)) for size in sizes])
+        best = int(np.argmin(values))
+        if high - low + 1 <= 64:
+            break
+    chosen = list(range(int(sizes[best])))
+    return _improve_by_swaps(evaluator, chosen, float(values[best]))
+
+
+def _improve_by_swaps(evaluator: SetEvaluator, chosen: list[int], value: float) -> list[int]:
+    m = len(evaluator.arrays.lam)
+    for _ in range(_SWAP_ROUNDS):
+        inside = chosen[-_SWAP_POOL:]
+        outside = [i for i in range(m) if i not in set(chosen)][:_SWAP_POOL]
+        moves: list[list[int]] = []
+        if len(chosen) > 1:
+            moves += [[i for i in chosen if i != drop] for drop in inside]
+        moves += [[*chosen, add] for add in outside]
+        moves += [[i for i in chosen if i != drop] + [add] for drop in inside for add in outside]
+        if not moves:
+            break
+        values = evaluator.criteria(moves)
+        best = int(np.argmin(values))
+        if values[best] >= value * (1 - 1e-9):
+            break
+        chosen, value = sorted(moves[best]), float(values[best])
+    return chosen
+
+
+def _optimal(evaluator: SetEvaluator) -> list[int]:
+    """Exact minimum over all non-empty subsets, by branch and bound over batches.
+
+    Bounds (each below the criterion, so pruning never loses the optimum):
+    E[T] >= max_k E[T_k]; E[T] + std[T] >= median(T), so F(f*) < 1/2 rules a set out; and
+    E[T] >= x0 + a right Riemann sum of the decreasing 1 - F on [x0, f*].
+    """
+    m = len(evaluator.arrays.lam)
+    # a good incumbent first: every prefix
+    prefix_sizes = [range(size) for size in range(1, m + 1)]
+    prefix_values = evaluator.criteria(prefix_sizes)
+    best_value = float(np.min(prefix_values))
+    best_set = list(range(int(np.argmin(prefix_values)) + 1))
+    for size in range(1, m + 1):
+        for number, members in enumerate(_combinations_chunks(m, size)):
+            if number == 0:
+                members = members[1:]  # the prefix C(size) comes first and is known
+            bound = evaluator.lower_bound(members)
+            members = members[bound < best_value]
+            if len(members) == 0:
+                continue
+            members = members[_bounded_survivors(evaluator, members, best_value)]
+            if len(members) == 0:
+                continue
+            values = evaluator.dense(members)
+            index = int(np.argmin(values))
+            if values[index] < best_value:
+                best_value = float(values[index])
+                best_set = [int(i) for i in members[index]]
+    return best_set
+
+
+# Probe points as multiples of (f* - x0) past x0, for the bounds in ``_bounded_survivors``:
+# a cheap pass at x0 and f* only, then a finer one for the sets that pass it.
+_COARSE_FRACTIONS = np.array([0.0, 1.0])
+_FINE_FRACTIONS = np.array([0.0, 0.25, 0.5, 0.75, 1.0, 1.3, 1.7, 2.5])
+
+
+def _bounded_survivors(evaluator: SetEvaluator, members: np.ndarray,
+                       best_value: float) -> np.ndarray:
+    """Which sets might still beat ``best_value`` (see ``_probe_bounds``)."""
+    keep = _probe_bounds(evaluator, members, best_value, _COARSE_FRACTIONS)
+    index = np.flatnonzero(keep)
+    if index.size:
+        keep[index] = _probe_bounds(evaluator, members[index], best_value, _FINE_FRACTIONS)
+    return keep
+
+
+def _probe_bounds(evaluator: SetEvaluator, members: np.ndarray, best_value: float,
+                  fractions: np.ndarray) -> np.ndarray:
+    """Which sets might still beat ``best_value``, judged from 1 - F at a few points.
+
+    With points x_0 < ... < x_J and S = 1 - F (decreasing):
+    E[T] >= x0 + sum_j (x_{j+1} - x_j) S(x_{j+1})  (right Riemann sum), and for any a < b,
+    Var[T] >= p r (b - a)^2 / (p + r) with p = F(a), r = S(b) (the mass on either side must
+    sit at least that far apart). E + std below those bounds' sum is impossible; so is
+    E + std < median, which rules out sets with S(f*) > 1/2.
+    """
+    servers = evaluator.servers(members)
+    x0 = completion.start_point(servers)
+    reach = np.maximum(best_value - x0, 0.0)
+    x = x0[:, None] + reach[:, None] * fractions[None, :]
+    cdf = np.exp(completion.log_cdf(servers, x))
+    survival = 1.0 - cdf
+    mean_bound = x0 + np.sum(np.diff(x, axis=1) * survival[:, 1:], axis=1)
+    p = cdf[:, :, None]
+    r = survival[:, None, :]
+    gap = x[:, None, :] - x[:, :, None]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        var_bound = np.where((gap > 0) & (p + r > 0), p * r * gap**2 / (p + r), 0.0)
+    std_bound = np.sqrt(np.max(var_bound.reshape(len(members), -1), axis=1))
+    median_above = survival[:, fractions.tolist().index(1.0)] > 0.5
+    # slack keeps sets whose bound ties the incumbent within integration error
+    beaten = (mean_bound + std_bound) > best_value * (1 + 10 * SET_TOL)
+    return ~(median_above | beaten)
+
+
+def _combinations_chunks(m: int, size: int, chunk: int = 65536):
+    """All size-k subsets of range(m) as (B, k) index arrays, in chunks."""
+    from itertools import combinations, islice
+
+    iterator = combinations(range(m), size)
+    while True:
+        block = list(islice(iterator, chunk))
+        if not block:
+            return
+        yield np.array(block, dtype=int)

@@ -1,0 +1,420 @@
+"""Discrete-event Monte Carlo of a divisible remote task on hosts shared with local jobs.
+
+This is the oracle the analytical model is tested against, so it never uses the model's
+formulas: it walks local arrivals one by one and lets them preempt the remote sub-task.
+
+A CPU core is a work-conserving server. Local jobs have priority, and the order among them
+does not change when the remote sub-task can run, so a core's state is its unfinished local
+work ("backlog", seconds); between two arrivals the core first clears the backlog and gives
+the rest of the gap to the remote sub-task. The arrays walk all runs and cores at once,
+arrival by arrival, drawing inter-arrival gaps and demands in blocks and retiring the runs
+whose sub-task has finished. The utilisation the simulator sees is lam * mean demand / cores;
+``Host.rho`` is not read.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from scheduler.errors import InvalidArgumentError
+from scheduler.hosts import Host
+from scheduler.workload import DEMAND_KINDS, Demand, Trace, demand_for_host, stationary_backlog
+
+CORES_MODES = ("partitioned", "shared")
+_BLOCK_ELEMENTS = 1 << 20  # gap/demand draws held at once, bounds memory of a block
+_MIN_STEPS, _MAX_STEPS = 8, 64
+_WARM_UP_RELAXATIONS = 8.0
+_WARM_UP_MIN_DEMANDS = 50.0
+
+
+@dataclass(frozen=True, eq=False)
+class SimulationResult:
+    """Simulated completion times (seconds from launch) of a task.
+
+    ``completion_seconds``: (runs,), the task's completion, the latest of its hosts'.
+    ``host_completion_seconds``: (runs, hosts); 0 for a host given no work.
+    ``interruptions``: (runs, hosts), local arrivals that took a core from the remote
+    sub-task (summed over a host's cores).
+    """
+
+    completion_seconds: np.ndarray
+    host_completion_seconds: np.ndarray
+    interruptions: np.ndarray
+    host_names: tuple[str, ...]
+
+    @property
+    def runs(self) -> int:
+        return int(self.completion_seconds.size)
+
+    @property
+    def mean(self) -> float:
+        """Sample mean completion time, seconds."""
+        return float(self.completion_seconds.mean())
+
+    @property
+    def std(self) -> float:
+        """Sample standard deviation (ddof=1; 0 for a single run), seconds."""
+        if self.runs < 2:
+            return 0.0
+        return float(self.completion_seconds.std(ddof=1))
+
+    def quantile(self, p: float) -> float:
+        """Empirical p-quantile of the completion time, seconds (0 <= p <= 1)."""
+        level = _number("p", p)
+        if not 0.0 <= level <= 1.0:
+            raise InvalidArgumentError(f"quantile level p must be in [0, 1], got {p!r}",
+                                       field="p", value=p)
+        return float(np.quantile(self.completion_seconds, level))
+
+    def summary(self) -> dict[str, float | int]:
+        """mean, std, cov (std / mean), p50, p90, p95, p99 in seconds, and runs."""
+        mean, std = self.mean, self.std
+        stats: dict[str, float | int] = {"mean": mean, "std": std,
+                                         "cov": std / mean if mean > 0 else 0.0}
+        for level in (50, 90, 95, 99):
+            stats[f"p{level}"] = self.quantile(level / 100.0)
+        stats["runs"] = self.runs
+        return stats
+
+
+def _number(field: str, value: object) -> float:
+    try:
+        number = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise InvalidArgumentError(f"{field} must be a number, got {value!r}", field=field,
+                                   value=value) from None
+    if not math.isfinite(number):
+        raise InvalidArgumentError(f"{field} must be finite, got {value!r}", field=field,
+                                   value=value)
+    return number
+
+
+def simulate(hosts: Sequence[Host], shares: Sequence[float], *, runs: int,
+             rng: np.random.Generator, service: str | Sequence[Demand] = "exponential",
+             warm: bool = False, cores_mode: str = "partitioned") -> SimulationResult:
+    """Simulate ``runs`` independent launches of a task split as ``shares`` over ``hosts``.
+
+    shares: reference-CPU-seconds per host (0: the host gets nothing); host k needs
+    share / tau of its CPU time. service: a demand kind (mean 1/mu, CoV sigma*mu of each
+    host) or one :class:`Demand` per host. warm: start every queue in its stationary state
+    instead of idle (partitioned: an exact draw of the M/G/1 backlog; shared: a warm-up run
+    of the local queue from empty over 8 estimated relaxation times).
+
+    cores_mode ``partitioned`` makes each of a host's c cores its own server with Poisson
+    arrivals at lam/c and share/c of the work (the model's assumption). ``shared`` is one
+    FCFS queue of local jobs at rate lam served by c cores (M/G/c, one core per job) while
+    the remote work runs as c equal threads on whatever cores are free. Approximation: the
+    threads are taken to share the free cores fairly and so to progress equally, so the host
+    finishes when its cumulative free core-time reaches share / tau (scheduling granularity,
+    affinity and migration costs are ignored).
+    """
+    hosts, share = _check_hosts_and_shares(hosts, shares)
+    if isinstance(runs, bool) or not isinstance(runs, (int, np.integer)) or runs < 1:
+        raise InvalidArgumentError(f"runs must be a whole number >= 1, got {runs!r}",
+                                   field="runs", value=runs)
+    if not isinstance(rng, np.random.Generator):
+        raise InvalidArgumentError(f"rng must be a numpy.random.Generator, got {rng!r}",
+                                   field="rng", value=rng)
+    if cores_mode not in CORES_MODES:
+        raise InvalidArgumentError(f"unknown cores_mode {cores_mode!r}; allowed: "
+                                   f"{', '.join(CORES_MODES)}", field="cores_mode",
+                                   value=cores_mode)
+    if not isinstance(warm, (bool, np.bool_)):
+        raise InvalidArgumentError(f"warm must be True or False, got {warm!r}", field="warm",
+                                   value=warm)
+    demands = _demands(hosts, service)
+    for host, law, work in zip(hosts, demands, share, strict=True):
+        load = host.lam * law.mean_seconds / host.cores
+        if work > 0 and load >= 1:
+            raise InvalidArgumentError(
+                f"host {host.name!r}: local utilisation lam * mean demand / cores = {load:g} "
+                "must be < 1, or the remote sub-task may never finish", field="hosts",
+                value=host.name)
+    runs = int(runs)
+    finish = np.zeros((runs, len(hosts)))
+    hits = np.zeros((runs, len(hosts)), dtype=np.int64)
+    used = [k for k in range(len(hosts)) if share[k] > 0]
+    if cores_mode == "partitioned":
+        _simulate_partitioned(hosts, share, demands, used, bool(warm), rng, finish, hits)
+    else:
+        for width in sorted({hosts[k].cores for k in used}):
+            batch = [k for k in used if hosts[k].cores == width]
+            _simulate_shared(hosts, share, demands, batch, width, bool(warm), rng, finish,
+                             hits)
+    return SimulationResult(finish.max(axis=1), finish, hits, tuple(h.name for h in hosts))
+
+
+def _check_hosts_and_shares(hosts: Sequence[Host],
+                            shares: Sequence[float]) -> tuple[list[Host], np.ndarray]:
+    hosts = list(hosts)
+    if not hosts or not all(isinstance(h, Host) for h in hosts):
+        raise InvalidArgumentError("hosts must be a non-empty sequence of Host",
+                                   field="hosts", value=hosts)
+    try:
+        share = np.array(shares, dtype=float).reshape(-1)
+    except (TypeError, ValueError):
+        raise InvalidArgumentError(f"shares must be numbers, got {shares!r}", field="shares",
+                                   value=shares) from None
+    if share.size != len(hosts):
+        raise InvalidArgumentError(f"got {share.size} shares for {len(hosts)} hosts",
+                                   field="shares", value=share.size)
+    bad = ~np.isfinite(share) | (share < 0)
+    if bad.any():
+        k = int(np.argmax(bad))
+        raise InvalidArgumentError(
+            f"share of host {hosts[k].name!r} must be finite and >= 0 reference-CPU-seconds, "
+            f"got {share[k]!r}", field="shares", value=share[k])
+    return hosts, share
+
+
+def _demands(hosts: list[Host], service: str | Sequence[Demand]) -> list[Demand]:
+    if isinstance(service, str):
+        if service not in DEMAND_KINDS:
+            raise InvalidArgumentError(f"unknown service {service!r}; allowed: "
+                                       f"{', '.join(DEMAND_KINDS)} or one Demand per host",
+                                       field="service", value=service)
+        return [demand_for_host(h, service) for h in hosts]
+    laws = list(service)
+    if len(laws) != len(hosts) or not all(isinstance(d, Demand) for d in laws):
+        raise InvalidArgumentError(
+            f"service must be a demand kind or {len(hosts)} Demand objects (one per host)",
+            field="service", value=service)
+    return laws
+
+
+def _simulate_partitioned(hosts, share, demands, used, warm, rng, finish, hits) -> None:
+    # Each core is its own M/G/1 server; chains are laid out host by host, run-major.
+    need, inv_rate, group, start = [], [], [], []
+    for g, k in enumerate(used):
+        host, cores = hosts[k], hosts[k].cores
+        size = finish.shape[0] * cores
+        rate = host.lam / cores
+        need.append(np.full(size, share[k] / (host.tau * cores)))
+        inv_rate.append(np.full(size, 1.0 / rate if rate > 0 else math.inf))
+        group.append(np.full(size, g))
+        start.append(stationary_backlog(rate, demands[k], rng, size) if warm
+                     else np.zeros(size))
+    if not used:
+        return
+    elapsed, count = _walk(np.concatenate(start)[:, None], np.concatenate(need),
+                           np.concatenate(inv_rate), np.concatenate(group),
+                           [demands[k] for k in used], rng)
+    offset = 0
+    for k in used:
+        cores = hosts[k].cores
+        size = finish.shape[0] * cores
+        finish[:, k] = elapsed[offset:offset + size].reshape(-1, cores).max(axis=1)
+        hits[:, k] = count[offset:offset + size].reshape(-1, cores).sum(axis=1)
+        offset += size
+
+
+def _simulate_shared(hosts, share, demands, batch, width, warm, rng, finish, hits) -> None:
+    runs = finish.shape[0]
+    laws = [demands[k] for k in batch]
+    group = np.repeat(np.arange(len(batch)), runs)
+    inv_rate = np.repeat([1.0 / hosts[k].lam if hosts[k].lam > 0 else math.inf
+                          for k in batch], runs)
+    need = np.repeat([share[k] / hosts[k].tau for k in batch], runs)
+    start = np.zeros((need.size, width))
+    if warm:
+        horizon = np.repeat([_warm_up_seconds(hosts[k], demands[k]) for k in batch], runs)
+        start = _warm_up(horizon, width, inv_rate, group, laws, rng)
+    elapsed, count = _walk(start, need, inv_rate, group, laws, rng)
+    for g, k in enumerate(batch):
+        finish[:, k] = elapsed[g * runs:(g + 1) * runs]
+        hits[:, k] = count[g * runs:(g + 1) * runs]
+
+
+def _warm_up_seconds(host: Host, law: Demand) -> float:
+    """A warm-up long against the queue's relaxation time.
+
+    E[X] (1 + cov^2) / (2 (1 - sqrt(rho))^2) is the M/M/1 relaxation time E[X] / (1 -
+    sqrt(rho))^2 for cov = 1 and tends to the heavy-traffic (reflected Brownian) value
+    2 lam E[X^2] / (1 - rho)^2 as rho -> 1; c cores at the same per-core load relax faster.
+    """
+    rho = host.lam * law.mean_seconds / host.cores
+    relaxation = law.mean_seconds * (1.0 + law.cov**2) / (2.0 * (1.0 - math.sqrt(rho)) ** 2)
+    return max(_WARM_UP_RELAXATIONS * relaxation, _WARM_UP_MIN_DEMANDS * law.mean_seconds)
+
+
+def _draw_block(rng, inv_rate, group, laws, steps) -> tuple[np.ndarray, np.ndarray]:
+    """Inter-arrival gaps and demands (seconds) for ``steps`` arrivals of every chain.
+
+    ``group`` is sorted, so each demand law fills one contiguous slab of rows.
+    """
+    gaps = rng.standard_exponential((inv_rate.size, steps)) * inv_rate[:, None]
+    sizes = np.empty_like(gaps)
+    bounds = np.searchsorted(group, np.arange(len(laws) + 1))
+    for g, law in enumerate(laws):
+        if bounds[g + 1] > bounds[g]:
+            sizes[bounds[g]:bounds[g + 1]] = law.sample(rng, (bounds[g + 1] - bounds[g], steps))
+    return gaps, sizes
+
+
+def _block_steps(chains: int) -> int:
+    return int(np.clip(_BLOCK_ELEMENTS // max(chains, 1), _MIN_STEPS, _MAX_STEPS))
+
+
+def _time_to_free(load: np.ndarray, need: np.ndarray) -> np.ndarray:
+    """Seconds u until the free core-time sum_i max(0, u - load_i) reaches ``need``.
+
+    ``load`` (chains x cores) is sorted per row; the free core-time is piecewise linear
+    with slope j + 1 after the j-th smallest backlog (0-based) has cleared.
+    """
+    total = np.cumsum(load, axis=1)
+    slope = np.arange(1, load.shape[1] + 1)
+    at_breaks = slope * load - total  # free core-time when each core clears
+    j = (at_breaks <= need[:, None]).sum(axis=1) - 1
+    rows = np.arange(load.shape[0])
+    return (need + total[rows, j]) / (j + 1)
+
+
+def _walk(load, need, inv_rate, group, laws, rng) -> tuple[np.ndarray, np.ndarray]:
+    """Run every chain until its remote sub-task finishes.
+
+    load: (chains, cores) sorted backlog per core at launch (seconds); need: core-seconds of
+    remote work; inv_rate: mean inter-arrival seconds (inf: no local jobs). Returns the
+    completion (seconds from launch) and the count of arrivals that found a core free.
+    """
+    elapsed = np.zeros(need.size)
+    count_all = np.zeros(need.size, dtype=np.int64)
+    walked = (need > 0) & np.isfinite(inv_rate)  # chains that meet local arrivals at all
+    quiet = (need > 0) & ~walked
+    if quiet.any():
+        elapsed[quiet] = _time_to_free(load[quiet], need[quiet])
+    ids = np.flatnonzero(walked)
+    load, left, inv_rate, group = load[ids], need[ids].copy(), inv_rate[ids], group[ids]
+    single = load.shape[1] == 1
+    if single:
+        load = load[:, 0].copy()
+    now = np.zeros(ids.size)
+    while ids.size:
+        steps = _block_steps(ids.size)
+        gaps, sizes = _draw_block(rng, inv_rate, group, laws, steps)
+        alive = np.ones(ids.size, dtype=bool)
+        count = np.zeros(ids.size, dtype=np.int64)
+        for k in range(steps):
+            gap = gaps[:, k]
+            free = (gap - load) if single else (gap[:, None] - load)
+            spare = np.maximum(free, 0.0)
+            free_time = spare if single else spare.sum(axis=1)
+            done = alive & (free_time >= left)
+            if done.any():
+                if single:
+                    elapsed[ids[done]] = now[done] + load[done] + left[done]
+                else:
+                    elapsed[ids[done]] = now[done] + _time_to_free(load[done], left[done])
+                alive &= ~done
+                if not alive.any():
+                    break
+            # The arrival takes a core from the remote task if one has no local backlog.
+            count += alive & ((free if single else free[:, 0]) > 0)
+            left -= free_time
+            load = spare - free  # = max(load - gap, 0)
+            if single:
+                load += sizes[:, k]
+            else:
+                load[:, 0] += sizes[:, k]
+                load.sort(axis=1)
+            now += gap
+        count_all[ids] += count
+        ids, load, left, now = ids[alive], load[alive], left[alive], now[alive]
+        inv_rate, group = inv_rate[alive], group[alive]
+    return elapsed, count_all
+
+
+def _warm_up(horizon, width, inv_rate, group, laws, rng) -> np.ndarray:
+    """Sorted per-core backlog after running each M/G/c queue from empty for ``horizon`` s."""
+    result = np.zeros((inv_rate.size, width))
+    ids = np.flatnonzero(np.isfinite(inv_rate))
+    inv_rate, group, horizon = inv_rate[ids], group[ids], horizon[ids]
+    load = np.zeros((ids.size, width))
+    now = np.zeros(ids.size)
+    while ids.size:
+        steps = _block_steps(ids.size)
+        gaps, sizes = _draw_block(rng, inv_rate, group, laws, steps)
+        alive = np.ones(ids.size, dtype=bool)
+        for k in range(steps):
+            gap = gaps[:, k]
+            over = alive & (now + gap >= horizon)
+            if over.any():
+                rest = (horizon[over] - now[over])[:, None]
+                result[ids[over]] = np.maximum(load[over] - rest, 0.0)
+                alive &= ~over
+                if not alive.any():
+                    break
+            load = np.maximum(load - gap[:, None], 0.0)
+            load[:, 0] += sizes[:, k]
+            load.sort(axis=1)
+            now += gap
+        ids, load, now = ids[alive], load[alive], now[alive]
+        inv_rate, group, horizon = inv_rate[alive], group[alive], horizon[alive]
+    return result
+
+
+def _finite_array(field: str, values: object) -> np.ndarray:
+    try:
+        array = np.asarray(values, dtype=float)
+    except (TypeError, ValueError):
+        raise InvalidArgumentError(f"{field} must be numbers, got {values!r}", field=field,
+                                   value=values) from None
+    if not np.isfinite(array).all():
+        raise InvalidArgumentError(f"{field} must be finite", field=field, value=values)
+    return array
+
+
+def simulate_trace_many(trace: Trace, dedicated_seconds: object,
+                        launch_seconds: object) -> np.ndarray:
+    """Completion times (seconds from launch) of remote sub-tasks launched into ``trace``.
+
+    One core, deterministic: each sub-task needs ``dedicated_seconds`` of CPU (a scalar or
+    one per launch) and starts behind the backlog the trace's earlier jobs left at its
+    launch time. Sub-tasks do not interact; each sees the trace alone.
+    """
+    if not isinstance(trace, Trace):
+        raise InvalidArgumentError(f"expected a Trace, got {trace!r}", field="trace",
+                                   value=trace)
+    launch = _finite_array("launch_seconds", launch_seconds)
+    need = _finite_array("dedicated_seconds", dedicated_seconds)
+    try:
+        need, launch = np.broadcast_arrays(need, launch)
+    except ValueError:
+        raise InvalidArgumentError(
+            f"dedicated_seconds (shape {need.shape}) does not match launch_seconds "
+            f"(shape {launch.shape})", field="dedicated_seconds", value=need.shape) from None
+    if (need < 0).any():
+        raise InvalidArgumentError("dedicated_seconds must be >= 0", field="dedicated_seconds",
+                                   value=float(need.min()))
+    shape, launch, need = launch.shape, launch.reshape(-1), need.reshape(-1)
+    arrivals = np.append(trace.arrival_seconds, math.inf)  # past the end: no more jobs
+    demands = np.append(trace.cpu_seconds, 0.0)
+    elapsed = np.zeros(launch.size)
+    ids = np.flatnonzero(need > 0)
+    now, left = launch[ids], need[ids].copy()
+    load = trace.backlog_seconds(now)
+    nxt = np.searchsorted(trace.arrival_seconds, now, side="left")
+    while ids.size:
+        gap = arrivals[nxt] - now
+        free = gap - load
+        done = free >= left
+        if done.any():
+            elapsed[ids[done]] = (now[done] - launch[ids[done]]) + load[done] + left[done]
+            keep = ~done
+            ids, now, left, load, nxt = ids[keep], now[keep], left[keep], load[keep], nxt[keep]
+            free = free[keep]
+        left -= np.maximum(free, 0.0)
+        load = np.maximum(-free, 0.0) + demands[nxt]
+        now = arrivals[nxt]
+        nxt = nxt + 1
+    return elapsed.reshape(shape)
+
+
+def simulate_trace(trace: Trace, dedicated_seconds: float, launch_seconds: float) -> float:
+    """Completion time (seconds from launch) of one remote sub-task launched into ``trace``."""
+    need = _number("dedicated_seconds", dedicated_seconds)
+    launch = _number("launch_seconds", launch_seconds)
+    return float(simulate_trace_many(trace, need, launch))
