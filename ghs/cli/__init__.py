@@ -15,6 +15,7 @@ from ghs.cli.common import GhsGroup
 COMMAND_MODULES = (
     "ghs.cli.scheduling",
     "ghs.cli.bench",
+    "ghs.cli.experiment",
     "ghs.cli.measure",
 )
 

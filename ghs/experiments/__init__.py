@@ -1,0 +1,1 @@
+"""Experiments behind ``ghs experiment NAME``: the model against simulation and traces."""

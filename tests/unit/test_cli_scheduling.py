@@ -1,0 +1,140 @@
+"""The CLI's contract: JSON keys, tables, and one clear line with exit code 2 on bad input."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from ghs.cli import main
+
+EXAMPLE = str(Path(__file__).resolve().parents[2] / "examples" / "hosts.json")
+
+
+def run(*args):
+    result = CliRunner().invoke(main, list(args))
+    return result.exit_code, result.output
+
+
+def write(tmp_path, text, name="hosts.json"):
+    path = tmp_path / name
+    path.write_text(text)
+    return str(path)
+
+
+def test_predict_json_contract():
+    code, output = run("predict", "--hosts-file", EXAMPLE, "--work", "8h", "--json")
+    assert code == 0
+    payload = json.loads(output)
+    assert payload["work"] == 8 * 3600
+    assert {"name", "share", "dedicated_seconds", "mean", "std"} <= set(payload["hosts"][0])
+    assert set(payload["quantiles"]) == {"p50", "p90", "p95", "p99"}
+    assert payload["criterion"] == pytest.approx(payload["mean"] + payload["std"])
+    assert sum(h["share"] for h in payload["hosts"]) == pytest.approx(8 * 3600)
+
+
+def test_predict_table_and_host_selection():
+    code, output = run("predict", "--hosts-file", EXAMPLE, "--work", "2h", "--host", "lab-ws01",
+                       "--host", "lab-ws05", "--dist", "gamma")
+    assert code == 0
+    assert "lab-ws01" in output and "lab-ws05" in output and "lab-ws02" not in output
+    assert "gamma" in output
+
+
+@pytest.mark.parametrize("method", ["heuristic", "optimal", "prefix"])
+def test_schedule_json_with_units(method):
+    code, output = run("schedule", "--hosts-file", EXAMPLE, "--work", "8h", "--method", method,
+                       "--units", "1000", "--json")
+    assert code == 0
+    payload = json.loads(output)
+    assert payload["method"] == method
+    assert payload["evaluations"] >= 1 and payload["elapsed_seconds"] >= 0
+    assert sum(h["units"] for h in payload["hosts"]) == 1000
+    assert payload["units"] == 1000
+
+
+def test_simulate_json_beside_the_model():
+    code, output = run("simulate", "--hosts-file", EXAMPLE, "--work", "4h", "--runs", "500",
+                       "--seed", "3", "--idle", "--json")
+    assert code == 0
+    payload = json.loads(output)
+    assert payload["runs"] == 500 and payload["warm"] is False
+    assert set(payload["quantiles"]) == {"p50", "p90", "p95", "p99"}
+    assert payload["mean"] == pytest.approx(payload["predicted"]["mean"], rel=0.15)
+    again = json.loads(run("simulate", "--hosts-file", EXAMPLE, "--work", "4h", "--runs", "500",
+                           "--seed", "3", "--idle", "--json")[1])
+    assert again["mean"] == payload["mean"]
+
+
+def test_saturated_hosts_are_reported(tmp_path):
+    path = write(tmp_path, json.dumps({"hosts": [
+        {"name": "a", "lam": 0.001, "mu": 0.01, "sigma": 100, "rho": 0.1},
+        {"name": "b", "lam": 0.01, "mu": 0.01, "sigma": 100, "rho": 1.2}]}))
+    code, output = run("schedule", "--hosts-file", path, "--work", "1h", "--json")
+    assert code == 0
+    assert json.loads(output)["excluded"][0]["name"] == "b"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["predict", "--hosts-file", "missing.json", "--work", "1h"], "does not exist"),
+        (["predict", "--hosts-file", EXAMPLE, "--work", "0"], "work must be positive"),
+        (["predict", "--hosts-file", EXAMPLE, "--work", "-5h"], "work must be positive"),
+        (["predict", "--hosts-file", EXAMPLE, "--work", "soon"], "cannot parse"),
+        (["predict", "--hosts-file", EXAMPLE, "--work", "1h", "--host", "nope"],
+         "unknown host 'nope'"),
+        (["predict", "--work", "1h"], "--hosts-file"),
+        (["schedule", "--hosts-file", EXAMPLE, "--work", "1h", "--method", "magic"],
+         "magic"),
+        (["simulate", "--hosts-file", EXAMPLE, "--work", "1h", "--runs", "0"], "runs"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(args, message):
+    code, output = run(*args)
+    assert code == 2
+    lines = [line for line in output.splitlines() if line.strip()]
+    assert len(lines) == 1, output
+    assert lines[0].startswith("ghs: error:") and message in lines[0]
+    assert "Traceback" not in output
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("{not json", "not valid JSON"),
+        ('{"hosts": {}}', '"hosts" list'),
+        ('{"hosts": [{"name": "a", "lam": 0.1}]}', "missing field 'mu'"),
+        ('{"hosts": [{"name": "a", "lam": -1, "mu": 1, "sigma": 1, "rho": 0.1}]}', "lam"),
+        ('{"hosts": [{"name": "a", "lam": 1, "mu": 1, "sigma": 1, "rho": 0.1, "cpu": 2}]}',
+         "unknown field 'cpu'"),
+        ('{"hosts": [{"name": "a", "lam": 1, "mu": 1, "sigma": 1, "rho": 0.1, "tau": 0}]}',
+         "tau"),
+        ('{"hosts": [{"name": "a", "lam": 1, "mu": 1, "sigma": 1, "rho": 2.0}]}',
+         "no usable hosts"),
+        ('{"hosts": [{"name": "a", "lam": 1, "mu": 1, "sigma": 1, "rho": true}]}', "rho"),
+    ],
+)
+def test_malformed_host_files(tmp_path, text, message):
+    code, output = run("predict", "--hosts-file", write(tmp_path, text), "--work", "1h")
+    assert code == 2
+    assert output.count("\n") == 1 and message in output, output
+
+
+def test_every_saturated_host_makes_schedule_exit_2(tmp_path):
+    path = write(tmp_path, json.dumps({"hosts": [
+        {"name": "b", "lam": 0.01, "mu": 0.01, "sigma": 100, "rho": 1.0}]}))
+    code, output = run("schedule", "--hosts-file", path, "--work", "1h")
+    assert code == 2 and "no usable hosts" in output
+
+
+def test_real_process_exit_code_and_stderr():
+    completed = subprocess.run(
+        [sys.executable, "-m", "ghs", "predict", "--hosts-file", "nope.json", "--work", "1h"],
+        capture_output=True, text=True, timeout=60)
+    assert completed.returncode == 2
+    assert completed.stdout == ""
+    assert completed.stderr.strip().count("\n") == 0
+    assert "does not exist" in completed.stderr

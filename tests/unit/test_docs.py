@@ -1,0 +1,84 @@
+"""Docs are tested: README commands, CLI help, examples, and lint."""
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import click
+import pytest
+
+from ghs.cli import main
+from ghs.hostfile import load_hosts
+
+ROOT = Path(__file__).resolve().parents[2]
+README = (ROOT / "README.md").read_text()
+
+
+def _setup_commands():
+    block = re.search(r"```sh\n(.*?)```", README, re.S)
+    assert block, "README must open with a sh block of set-up commands"
+    return [line.strip() for line in block.group(1).splitlines() if line.strip()]
+
+
+def test_readme_opens_with_two_setup_commands_and_ci_runs_the_test_one():
+    commands = _setup_commands()
+    assert len(commands) == 2
+    assert README.index("```sh") < 300, "the set-up commands come first"
+    install_and_run, install_and_test = commands
+    assert install_and_run.startswith("pip install .") and "ghs " in install_and_run
+    assert "pytest" in install_and_test
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert install_and_test in ci.splitlines()
+
+
+def _commands(group, prefix="ghs"):
+    for name, command in sorted(group.commands.items()):
+        yield f"{prefix} {name}", command
+        if isinstance(command, click.Group):
+            yield from _commands(command, f"{prefix} {name}")
+
+
+def test_every_command_has_help_and_is_in_the_readme():
+    found = list(_commands(main))
+    assert len(found) >= 5
+    for path, command in found:
+        assert command.help and command.help.strip(), f"{path} has no help text"
+        assert f"`{path}" in README, f"{path} is not documented in README.md"
+
+
+@pytest.mark.parametrize("script", sorted((ROOT / "examples").glob("*.py")), ids=lambda p: p.name)
+def test_every_python_example_runs(script):
+    completed = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                               timeout=300, cwd=ROOT)
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stdout.strip()
+
+
+def test_example_host_file_is_a_realistic_consistent_lab():
+    lab = load_hosts(ROOT / "examples" / "hosts.json")
+    assert 10 <= len(lab.hosts) <= 16 and not lab.excluded
+    assert len({h.cores for h in lab.hosts}) >= 3 and len({h.tau for h in lab.hosts}) >= 4
+    for host in lab.hosts:
+        assert host.rho == pytest.approx(host.lam / (host.cores * host.mu), rel=1e-3)
+
+
+def test_readme_examples_parse_as_real_commands():
+    blocks = "\n".join(re.findall(r"```sh\n(.*?)```", README, re.S))
+    lines = re.findall(r"^ghs [^\n]+", blocks, re.M)
+    assert len(lines) >= 5
+    for line in lines:
+        args = line.split()[1:]
+        name = args[0]
+        command = main.commands.get(name)
+        assert command is not None, line
+        context = command.make_context(name, [*args[1:], "--help"], resilient_parsing=True)
+        assert context is not None
+
+
+@pytest.mark.skipif(shutil.which("ruff") is None, reason="ruff is in the test extra")
+def test_ruff_is_clean():
+    completed = subprocess.run(["ruff", "check", "."], capture_output=True, text=True,
+                               cwd=ROOT, timeout=120)
+    assert completed.returncode == 0, completed.stdout[-3000:]
