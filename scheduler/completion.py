@@ -275,8 +275,18 @@ def _adaptive_body(servers: Servers, x0: np.ndarray, bracket: tuple[np.ndarray, 
     return q_mean, q_square, evaluations
 
 
+def _residual(servers: Servers, x: np.ndarray, target: np.ndarray) -> np.ndarray:
+    """log(-log p) - log(-log F(x)): increasing in x, -inf where F = 0, +inf where F = 1.
+
+    The double log makes the max of many servers' CDF (Gumbel-like) nearly linear in x, so
+    regula falsi converges in a few steps.
+    """
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return target - np.log(-log_cdf(servers, x))
+
+
 def quantiles(servers: Servers, probs: np.ndarray, mean: np.ndarray, std: np.ndarray,
-              rel_tol: float = 1e-6,
+              rel_tol: float = 1e-7,
               samples: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
     """(B, P) quantiles of T: the smallest x with F(x) >= p, by bracketed Illinois steps.
 
@@ -286,57 +296,54 @@ def quantiles(servers: Servers, probs: np.ndarray, mean: np.ndarray, std: np.nda
     probs = np.asarray(probs, dtype=float)
     n_problems = servers.t.shape[0]
     x0 = start_point(servers)
-    target = np.log(probs)[None, :] * np.ones((n_problems, 1))
+    target = np.log(-np.log(probs))[None, :] * np.ones((n_problems, 1))
     lo = np.repeat(x0[:, None], len(probs), axis=1)
-    f_lo = np.repeat(log_cdf(servers, x0[:, None]), len(probs), axis=1) - target
+    r_lo = _residual(servers, lo, target)
     hi = np.repeat(np.maximum(mean + 3 * std, x0 * (1 + 1e-9) + 1e-9)[:, None], len(probs),
                    axis=1)
     if samples is not None:
         points, values = samples
-        gap = values[:, None, :] - target[:, :, None]  # (B, P, K)
+        with np.errstate(divide="ignore"):
+            gap = target[:, :, None] - np.log(-values[:, None, :])  # (B, P, K)
         low_side = np.where(gap < 0, points[:, None, :], -np.inf).max(axis=2)
         high_side = np.where(gap >= 0, points[:, None, :], np.inf).min(axis=2)
         better_lo = low_side > lo
         lo = np.where(better_lo, low_side, lo)
-        f_lo = np.where(better_lo, log_cdf(servers, lo) - target, f_lo)
-        hi = np.where(np.isfinite(high_side), high_side, hi)
-    f_hi = log_cdf(servers, hi) - target
+        r_lo = np.where(better_lo, _residual(servers, lo, target), r_lo)
+        hi = np.where(np.isfinite(high_side) & (high_side > lo), high_side, hi)
+    r_hi = _residual(servers, hi, target)
     for _ in range(200):
-        short = f_hi < 0
+        short = r_hi < 0
         if not short.any():
             break
         width = np.maximum(hi - x0[:, None], std[:, None] + 1e-9)
         lo = np.where(short, hi, lo)
-        f_lo = np.where(short, f_hi, f_lo)
+        r_lo = np.where(short, r_hi, r_lo)
         hi = np.where(short, hi + 2 * width, hi)
-        f_hi = np.where(short, log_cdf(servers, hi) - target, f_hi)
-    solved = f_lo >= 0  # the atom at x0 already reaches p
+        r_hi = np.where(short, _residual(servers, hi, target), r_hi)
+    solved = r_lo >= 0  # the atom at x0 already reaches p
     result = np.where(solved, lo, hi)
-    side = np.zeros_like(lo)
+    # secant steps from the latest two points, kept inside the bracket (bisection otherwise)
+    prev_x, prev_r = lo, r_lo
+    last_x, last_r = hi, r_hi
     for _ in range(100):
         converged = solved | (hi - lo <= rel_tol * np.maximum(np.abs(hi), 1e-12))
         if np.all(converged):
             break
-        finite_lo = np.isfinite(f_lo)
-        # Illinois regula falsi; bisection where the lower value is -inf (F = 0)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            guess = np.where(finite_lo, hi - f_hi * (hi - lo) / np.where(
-                f_hi - f_lo != 0, f_hi - f_lo, 1.0), (lo + hi) / 2)
-        inside = (guess > lo) & (guess < hi)
-        guess = np.where(inside, guess, (lo + hi) / 2)
-        f_guess = log_cdf(servers, guess) - target
-        # F is continuous past x0: a guess within 1e-9 of log p is the quantile
-        hit = ~converged & (np.abs(f_guess) <= _QUANTILE_LOG_TOL)
+        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+            secant = last_x - last_r * (last_x - prev_x) / (last_r - prev_r)
+        usable = np.isfinite(secant) & (secant > lo) & (secant < hi)
+        guess = np.where(usable, secant, (lo + hi) / 2)
+        r_guess = _residual(servers, guess, target)
+        hit = ~converged & (np.abs(r_guess) <= _QUANTILE_LOG_TOL)
         result = np.where(hit, guess, result)
         solved |= hit
-        upper = f_guess >= 0
+        upper = r_guess >= 0
         hi = np.where(upper, guess, hi)
-        f_hi = np.where(upper, f_guess, f_hi)
+        r_hi = np.where(upper, r_guess, r_hi)
         lo = np.where(upper, lo, guess)
-        f_lo = np.where(upper, f_lo, f_guess)
-        # Illinois: halve the kept end's value when the same end moved twice in a row
-        f_lo = np.where(upper & (side > 0) & finite_lo, f_lo / 2, f_lo)
-        f_hi = np.where(~upper & (side < 0), f_hi / 2, f_hi)
-        side = np.where(upper, 1.0, -1.0)
+        r_lo = np.where(upper, r_lo, r_guess)
+        prev_x, prev_r = last_x, last_r
+        last_x, last_r = guess, r_guess
         result = np.where(solved, result, hi)
     return result

@@ -24,6 +24,8 @@ _CHUNK = 4096
 _PREFIX_EXHAUSTIVE = 256
 _SWAP_POOL = 8
 _SWAP_ROUNDS = 10
+# the heuristic evaluates all prefixes up to b at once when b is at most this
+_HEURISTIC_PREFETCH = 32
 
 
 @dataclass(frozen=True)
@@ -190,6 +192,10 @@ def _heuristic(evaluator: SetEvaluator, ordered: Sequence[Host], work: float,
     def f(sizes: Sequence[int]) -> list[float]:
         return list(evaluator.criteria([range(size) for size in sizes]))
 
+    if upper <= _HEURISTIC_PREFETCH:
+        # one vectorised batch of every prefix the search can touch costs less than its
+        # sequential steps; the search below then runs on those values unchanged
+        f(range(1, min(upper + 1, m) + 1))
     size, _ = binary_search_sizes(f, m, upper)
     return list(range(size))
 
