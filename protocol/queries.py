@@ -1,0 +1,207 @@
+"""Client queries (status, predict, schedule), their replies, and the error reply.
+
+Client -> manager (each carries ``request_id`` (int), echoed by the reply):
+
+- ``status``: nothing else.
+- ``predict``: work_seconds (float > 0, reference-CPU-seconds); hosts (list of distinct names,
+  optional: all fresh hosts); distribution (``gamma|weibull|lognormal|auto``, optional);
+  partition (``equal-mean|equal-load|speed``, optional). Absent options mean the manager's
+  configured defaults.
+- ``schedule``: the predict fields plus method (``heuristic|optimal|prefix``, optional) and
+  units (int >= 1, optional: split a task of that many indivisible items into whole numbers).
+
+Manager -> client:
+
+- ``status_reply``, ``predict_reply``, ``schedule_reply``: request_id and ``body``, a map of
+  plain data (nil, bool, int, finite float, str, list, str-keyed map) bounded in size and depth,
+  shaped like the JSON of ``ghs status|predict|schedule --json``. Only the top-level keys named
+  in ``BODY_KEYS`` are required; anything else the manager adds passes.
+- ``error``: code (identifier such as ``invalid_field``), reason (str), request_id (int,
+  optional: absent when the request's own id could not be read).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from protocol.fields import (
+    Bad,
+    Field,
+    Schema,
+    choice,
+    host_names,
+    identifier,
+    is_identifier,
+    plain_data,
+    real,
+    reason_text,
+    whole,
+)
+from protocol.limits import DEFAULT_LIMITS, Limits
+from protocol.messages import HEADER, REQUEST_ID, Message
+
+DISTRIBUTIONS = ("gamma", "weibull", "lognormal", "auto")
+PARTITIONS = ("equal-mean", "equal-load", "speed")
+METHODS = ("heuristic", "optimal", "prefix")
+
+
+@dataclass(frozen=True)
+class StatusRequest(Message):
+    """Ask the manager for every host's current estimates and its counters."""
+
+    TYPE: ClassVar[str] = "status"
+    SCHEMA: ClassVar[Schema] = Schema({"request_id": REQUEST_ID}, also=HEADER)
+
+    request_id: int
+
+
+_PREDICT_FIELDS: dict[str, Field] = {
+    "request_id": REQUEST_ID,
+    "work_seconds": Field(real(0.0, low_open=True)),
+    "hosts": Field(host_names, required=False),
+    "distribution": Field(choice(DISTRIBUTIONS), required=False),
+    "partition": Field(choice(PARTITIONS), required=False),
+}
+
+
+@dataclass(frozen=True)
+class PredictRequest(Message):
+    """Ask for the completion-time distribution of ``work_seconds`` over given (or all) hosts."""
+
+    TYPE: ClassVar[str] = "predict"
+    SCHEMA: ClassVar[Schema] = Schema(_PREDICT_FIELDS, also=HEADER)
+
+    request_id: int
+    work_seconds: float
+    hosts: tuple[str, ...] | None = None
+    distribution: str | None = None
+    partition: str | None = None
+
+
+@dataclass(frozen=True)
+class ScheduleRequest(Message):
+    """Ask for the best machine set and split of ``work_seconds`` (optionally of ``units``)."""
+
+    TYPE: ClassVar[str] = "schedule"
+    SCHEMA: ClassVar[Schema] = Schema({
+        **_PREDICT_FIELDS,
+        "method": Field(choice(METHODS), required=False),
+        "units": Field(whole(1), required=False),
+    }, also=HEADER)
+
+    request_id: int
+    work_seconds: float
+    hosts: tuple[str, ...] | None = None
+    distribution: str | None = None
+    partition: str | None = None
+    method: str | None = None
+    units: int | None = None
+
+
+def _body(required: Mapping[str, str]) -> Field:
+    """A reply body checker: plain data, plus the named top-level keys of the given kinds."""
+
+    def check(value: Any, limits: Limits) -> dict[str, Any]:
+        if not isinstance(value, Mapping):
+            raise Bad("a map", value)
+        body = plain_data(value, limits)
+        for key, kind in required.items():
+            item = body.get(key)
+            if kind == "number":
+                good = isinstance(item, (int, float)) and not isinstance(item, bool)
+            elif kind == "list of maps":
+                good = isinstance(item, list) and all(isinstance(i, dict) for i in item)
+            elif kind == "map":
+                good = isinstance(item, dict)
+            else:
+                good = isinstance(item, str)
+            if not good:
+                raise Bad(kind, item, f".{key}")
+        return body
+
+    return Field(check)
+
+
+BODY_KEYS: dict[str, dict[str, str]] = {
+    "status_reply": {"hosts": "list of maps", "counters": "map"},
+    "predict_reply": {"hosts": "list of maps", "mean": "number", "std": "number"},
+    "schedule_reply": {"hosts": "list of maps", "mean": "number", "std": "number",
+                       "method": "string"},
+}
+
+
+@dataclass(frozen=True)
+class StatusReply(Message):
+    """``body``: {"hosts": [{"name", "lam", "mu", ...}], "counters": {...}, ...}."""
+
+    TYPE: ClassVar[str] = "status_reply"
+    IS_REPLY: ClassVar[bool] = True
+    SCHEMA: ClassVar[Schema] = Schema({
+        "request_id": REQUEST_ID, "body": _body(BODY_KEYS["status_reply"])}, also=HEADER)
+
+    request_id: int
+    body: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class PredictReply(Message):
+    """``body``: the JSON of ``ghs predict --json`` (hosts, mean, std, cov, quantiles, ...)."""
+
+    TYPE: ClassVar[str] = "predict_reply"
+    IS_REPLY: ClassVar[bool] = True
+    SCHEMA: ClassVar[Schema] = Schema({
+        "request_id": REQUEST_ID, "body": _body(BODY_KEYS["predict_reply"])}, also=HEADER)
+
+    request_id: int
+    body: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ScheduleReply(Message):
+    """``body``: the JSON of ``ghs schedule --json`` (predict's plus method, evaluations, ...)."""
+
+    TYPE: ClassVar[str] = "schedule_reply"
+    IS_REPLY: ClassVar[bool] = True
+    SCHEMA: ClassVar[Schema] = Schema({
+        "request_id": REQUEST_ID, "body": _body(BODY_KEYS["schedule_reply"])}, also=HEADER)
+
+    request_id: int
+    body: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ErrorReply(Message):
+    """A refusal: ``code`` is a stable identifier the sender can count, ``reason`` explains."""
+
+    TYPE: ClassVar[str] = "error"
+    IS_REPLY: ClassVar[bool] = True
+    SCHEMA: ClassVar[Schema] = Schema({
+        "code": Field(identifier),
+        "reason": Field(reason_text),
+        "request_id": Field(whole(), required=False),
+    }, also=HEADER)
+
+    code: str
+    reason: str
+    request_id: int | None = None
+
+    @classmethod
+    def from_exception(cls, error: Exception, *, request_id: int | None = None,
+                       limits: Limits = DEFAULT_LIMITS) -> ErrorReply:
+        """The reply to send for an error: its ``code`` and message cut to fit (any exception
+        with an identifier ``code``, such as ProtocolError or the scheduler's errors), else
+        ``internal`` with a generic reason (details belong in the manager's log, not on the
+        wire); and the request id ``decode`` recovered when none is given."""
+        code = getattr(error, "code", None)
+        if isinstance(code, str) and is_identifier(code):
+            reason = str(getattr(error, "message", None) or error) or code
+        else:
+            code, reason = "internal", "internal error while handling the request"
+        if request_id is None:
+            found = getattr(error, "request_id", None)
+            request_id = found if type(found) is int and found >= 0 else None
+        if len(reason) > limits.max_reason_chars:
+            reason = reason[: limits.max_reason_chars - 3] + "..."
+        return cls(code=code, reason=reason, request_id=request_id)
