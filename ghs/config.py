@@ -118,6 +118,56 @@ class SensorConfig:
 
 
 @dataclass(frozen=True)
+class ManagerConfig:
+    """Defaults of ``ghs manager`` (the ``[pcm]`` table; the top-level ``manager`` is the
+    endpoint clients and agents connect to)."""
+
+    endpoint: str = setting("tcp://127.0.0.1:5555", help="ROUTER for agents (and queries)")
+    client_endpoint: str = setting("", help="optional second ROUTER for queries only")
+    database: str = setting("~/.local/share/ghs/manager.sqlite", help="SQLite file (WAL)")
+    stale_after_seconds: float = setting(300.0, low=1.0, high=86400.0 * 7, duration=True,
+                                         help="a host silent this long is stale")
+    keys: str = setting("", help="the manager's CurveZMQ secret key file (from ghs keys)")
+    allow: str = setting("", help="allowed agents'/clients' public keys: a directory or file")
+    insecure: bool = setting(False, help="allow binding beyond loopback without keys")
+    workers: int = setting(2, low=1, high=64, help="threads answering queries")
+    max_pending_queries: int = setting(256, low=1, high=100_000,
+                                       help="queries waiting beyond this get 'busy'")
+    retention_days: float = setting(8.0, low=1.0, high=3660.0,
+                                    help="measurements older than this are pruned")
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    """Defaults of ``ghs agent``."""
+
+    host_id: str = setting("", help="this host's id at the manager (default: hostname)")
+    outbox: str = setting("~/.local/share/ghs/agent-outbox.sqlite",
+                          help="unacknowledged measurements (SQLite)")
+    store: str = setting("~/.local/share/ghs/agent-store.sqlite",
+                         help="the sensor's local store of measurements and estimates")
+    heartbeat_seconds: float = setting(30.0, low=0.1, high=3600.0, duration=True,
+                                       help="a heartbeat when nothing else was sent")
+    ack_timeout_seconds: float = setting(5.0, low=0.05, high=600.0, duration=True,
+                                         help="resend a batch not acknowledged in this time")
+    max_backoff_seconds: float = setting(60.0, low=0.1, high=3600.0, duration=True,
+                                         help="longest wait between resends")
+    batch_size: int = setting(256, low=1, high=1000, help="measurements per message")
+    keys: str = setting("", help="the agent's CurveZMQ secret key file")
+    server_key: str = setting("", help="the manager's public key file")
+
+
+@dataclass(frozen=True)
+class ClientConfig:
+    """Defaults of clients (``ghs status``, ``ghs predict --manager``, ``ghs.Client``)."""
+
+    timeout_seconds: float = setting(30.0, low=0.01, high=3600.0, duration=True,
+                                     help="how long to wait for the manager's answer")
+    keys: str = setting("", help="the client's CurveZMQ secret key file")
+    server_key: str = setting("", help="the manager's public key file")
+
+
+@dataclass(frozen=True)
 class Config:
     """Every setting of ghs, validated."""
 
@@ -125,6 +175,9 @@ class Config:
     scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
     simulation: SimulationConfig = field(default_factory=SimulationConfig)
     sensor: SensorConfig = field(default_factory=SensorConfig)
+    pcm: ManagerConfig = field(default_factory=ManagerConfig)
+    agent: AgentConfig = field(default_factory=AgentConfig)
+    client: ClientConfig = field(default_factory=ClientConfig)
 
 
 def _convert(section: str, f: dataclasses.Field, raw: Any) -> Any:

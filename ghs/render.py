@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich.console import Console
 from rich.table import Table
 
@@ -80,3 +82,30 @@ def show_simulation(console: Console, report: SimulationReport) -> None:
                   format_duration(pred.std),
                   *(format_duration(pred.quantiles[k]) for k in ("p50", "p90", "p95", "p99")))
     console.print(table)
+
+
+def show_status(console: Console, status: Any) -> None:
+    """The manager's hosts and counters."""
+    table = Table(title=f"Hosts ({len(status.hosts)})", title_justify="left")
+    for column in ("host", "lam (1/s)", "1/mu (s)", "sigma (s)", "rho", "tau", "cores",
+                   "meas.", "history", "state"):
+        table.add_column(column, justify="left" if column in ("host", "state") else "right")
+
+    def number(value: Any, fmt: str) -> str:
+        return "-" if value is None else format(value, fmt)
+
+    for row in status.hosts:
+        mu = row.get("mu")
+        state = "stale" if row["stale"] else (row.get("reason") or (
+            "provisional" if row.get("provisional") else "ok"))
+        table.add_row(row["name"], number(row.get("lam"), ".5f"),
+                      "-" if not mu else f"{1 / mu:.1f}", number(row.get("sigma"), ".1f"),
+                      number(row.get("rho"), ".3f"), number(row.get("tau"), ".2f"),
+                      str(row.get("cores")), str(row.get("measurements")),
+                      f"{row.get('history_hours', 0):.1f} h", state)
+    console.print(table)
+    counters = status.counters
+    rejected = ", ".join(f"{k} {v}" for k, v in sorted(counters.get("rejected", {}).items()))
+    console.print(f"stored {counters.get('measurements_stored', 0):,} measurements, "
+                  f"{counters.get('duplicates', 0):,} duplicates; rejected: "
+                  f"{rejected or 'none'}")

@@ -1,32 +1,43 @@
-"""Completion-time prediction, partitioning and machine-set selection (numpy/scipy only)."""
+"""Completion-time prediction, partitioning and machine-set selection (numpy/scipy only).
 
-from scheduler.errors import (
-    InvalidArgumentError,
-    InvalidHostError,
-    NoUsableHostsError,
-    SchedulerError,
-    TooManyHostsError,
-)
-from scheduler.hosts import Host
-from scheduler.partition import partition, whole_units
-from scheduler.prediction import Prediction, predict
-from scheduler.selection import Exclusion, Plan, schedule
-from scheduler.simulation import SimulationResult, simulate
+Names are loaded on first use, so importing one light module (say ``scheduler.errors``) does
+not pull in scipy.
+"""
 
-__all__ = [
-    "Exclusion",
-    "Host",
-    "InvalidArgumentError",
-    "InvalidHostError",
-    "NoUsableHostsError",
-    "Plan",
-    "Prediction",
-    "SchedulerError",
-    "SimulationResult",
-    "TooManyHostsError",
-    "partition",
-    "predict",
-    "schedule",
-    "simulate",
-    "whole_units",
-]
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "SchedulerError": "scheduler.errors",
+    "InvalidArgumentError": "scheduler.errors",
+    "InvalidHostError": "scheduler.errors",
+    "NoUsableHostsError": "scheduler.errors",
+    "TooManyHostsError": "scheduler.errors",
+    "Host": "scheduler.hosts",
+    "partition": "scheduler.partition",
+    "whole_units": "scheduler.partition",
+    "Prediction": "scheduler.prediction",
+    "predict": "scheduler.prediction",
+    "Exclusion": "scheduler.selection",
+    "Plan": "scheduler.selection",
+    "schedule": "scheduler.selection",
+    "SimulationResult": "scheduler.simulation",
+    "simulate": "scheduler.simulation",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'scheduler' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTS})

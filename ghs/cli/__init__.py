@@ -12,15 +12,24 @@ import click
 
 from ghs.cli.common import GhsGroup
 
-COMMAND_MODULES = (
-    "ghs.cli.scheduling",
-    "ghs.cli.bench",
-    "ghs.cli.experiment",
-    "ghs.cli.measure",
-)
+# command name -> "module:attribute"; modules load only when their command runs, so the
+# agent never imports scipy and `ghs -h` stays quick
+COMMANDS = {
+    "predict": "ghs.cli.scheduling:predict",
+    "schedule": "ghs.cli.scheduling:schedule",
+    "simulate": "ghs.cli.scheduling:simulate",
+    "bench": "ghs.cli.bench:bench",
+    "experiment": "ghs.cli.experiment:experiment",
+    "measure": "ghs.cli.measure:measure",
+    "manager": "ghs.cli.daemons:manager",
+    "agent": "ghs.cli.daemons:agent",
+    "status": "ghs.cli.remote:status",
+    "keys": "ghs.cli.remote:keys",
+}
 
 
-@click.group(cls=GhsGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=GhsGroup, commands_by_name=COMMANDS,
+             context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="ghs")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None,
               help="TOML config file (default: $GHS_CONFIG or ~/.config/ghs/config.toml).")
@@ -29,18 +38,6 @@ def main(ctx: click.Context, config_path: str | None) -> None:
     """Grid Harvest Service: predict and schedule divisible tasks on shared workstations."""
     ctx.ensure_object(dict)
     ctx.obj["config_path"] = config_path
-
-
-def _register() -> None:
-    import importlib
-
-    for module_name in COMMAND_MODULES:
-        module = importlib.import_module(module_name)
-        for command in module.COMMANDS:
-            main.add_command(command)
-
-
-_register()
 
 
 def run() -> None:  # pragma: no cover - thin alias for `python -m ghs`

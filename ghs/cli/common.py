@@ -12,10 +12,13 @@ from rich.console import Console
 from ghs.config import Config, load_config
 from ghs.durations import parse_duration
 from ghs.errors import GhsError
+from protocol.errors import ProtocolError
 from scheduler.errors import SchedulerError
+from sensors.errors import SensorError
 
 # Error bases of every package ghs wires together; each carries a one-line message.
-USER_ERRORS: tuple[type[Exception], ...] = (GhsError, SchedulerError)
+USER_ERRORS: tuple[type[Exception], ...] = (GhsError, SchedulerError, SensorError,
+                                            ProtocolError)
 
 
 def register_user_errors(*bases: type[Exception]) -> None:
@@ -30,7 +33,26 @@ def fail(message: str) -> None:
 
 
 class GhsGroup(click.Group):
-    """A group that turns known errors into one line and exit code 2, never a traceback."""
+    """A group that turns known errors into one line and exit code 2, never a traceback.
+
+    ``commands_by_name`` maps names to "module:attribute"; each loads on first use.
+    """
+
+    def __init__(self, *args: Any, commands_by_name: dict[str, str] | None = None,
+                 **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.lazy = dict(commands_by_name or {})
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *self.lazy})
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name in self.lazy and name not in self.commands:
+            import importlib
+
+            module_name, attribute = self.lazy[name].split(":")
+            self.add_command(getattr(importlib.import_module(module_name), attribute), name)
+        return super().get_command(ctx, name)
 
     def main(self, *args: Any, **kwargs: Any) -> Any:
         kwargs["standalone_mode"] = False

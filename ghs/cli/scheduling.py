@@ -9,6 +9,7 @@ from ghs.cli.common import DURATION, config_from, console, emit_json, json_optio
 from ghs.config import DISTRIBUTIONS, METHODS, PARTITIONS
 from ghs.errors import HostFileError
 from ghs.hostfile import HostList, load_hosts
+from ghs.remote import open_client
 from scheduler.simulation import CORES_MODES
 from scheduler.workload import DEMAND_KINDS
 
@@ -18,6 +19,9 @@ def _host_options(function):
                             help="Use only this host (repeatable).")(function)
     function = click.option("--hosts-file", type=click.Path(dir_okay=False), default=None,
                             help="JSON host file (see examples/hosts.json).")(function)
+    function = click.option("--manager", "endpoint", default=None, envvar="GHS_MANAGER",
+                            help="Ask this manager (or GHS_MANAGER, or config) when no "
+                                 "--hosts-file is given.")(function)
     function = click.option("--work", type=DURATION, required=True,
                             help="Task size in reference-CPU-seconds: 90, 30m, 8h, 2d.")(function)
     return function
@@ -25,7 +29,8 @@ def _host_options(function):
 
 def _load(hosts_file: str | None) -> HostList:
     if hosts_file is None:
-        raise HostFileError("no hosts: give --hosts-file FILE (a JSON host file)",
+        raise HostFileError("no hosts: give --hosts-file FILE (a JSON host file) or "
+                            "--manager tcp://HOST:PORT",
                             field="hosts_file", value=None)
     return load_hosts(hosts_file)
 
@@ -38,11 +43,15 @@ def _load(hosts_file: str | None) -> HostList:
               help="How the work is split (default equal-mean).")
 @json_option
 @click.pass_context
-def predict(ctx, work, hosts_file, names, dist, partition, as_json):
+def predict(ctx, work, hosts_file, endpoint, names, dist, partition, as_json):
     """Predict the completion time of a divisible task on the given hosts."""
     config = config_from(ctx)
-    result = planning.predict_hosts(_load(hosts_file), work, config, names=names, dist=dist,
-                                    partition=partition)
+    if hosts_file is None and (endpoint or config.manager):
+        with open_client(config, endpoint) as client:
+            result = client.predict(work, names or None, dist, partition)
+    else:
+        result = planning.predict_hosts(_load(hosts_file), work, config, names=names,
+                                        dist=dist, partition=partition)
     if as_json:
         emit_json(result.to_dict())
     else:
@@ -63,11 +72,16 @@ def predict(ctx, work, hosts_file, names, dist, partition, as_json):
               help="Hosts at or above this utilisation are not candidates (default 0.9).")
 @json_option
 @click.pass_context
-def schedule(ctx, work, hosts_file, names, method, dist, partition, units, rho_max, as_json):
+def schedule(ctx, work, hosts_file, endpoint, names, method, dist, partition, units, rho_max,
+             as_json):
     """Choose the hosts and the split that minimise E(T)(1+CoV)."""
     config = config_from(ctx, {"scheduler": {"rho_max": rho_max}})
-    plan = planning.schedule_hosts(_load(hosts_file), work, config, names=names,
-                                   method=method, dist=dist, partition=partition)
+    if hosts_file is None and (endpoint or config.manager):
+        with open_client(config, endpoint) as client:
+            plan = client.schedule(work, method, names or None, dist, partition, units)
+    else:
+        plan = planning.schedule_hosts(_load(hosts_file), work, config, names=names,
+                                       method=method, dist=dist, partition=partition)
     if as_json:
         emit_json(plan.to_dict(units))
     else:
@@ -93,11 +107,16 @@ def schedule(ctx, work, hosts_file, names, method, dist, partition, units, rho_m
 @click.option("--seed", type=int, default=None, help="Random seed for a repeatable run.")
 @json_option
 @click.pass_context
-def simulate(ctx, work, hosts_file, names, runs, service, cov, warm, partition, dist,
+def simulate(ctx, work, hosts_file, endpoint, names, runs, service, cov, warm, partition, dist,
              cores_mode, seed, as_json):
     """Simulate the task with the discrete-event simulator (Monte Carlo)."""
     config = config_from(ctx)
-    report = planning.simulate_hosts(_load(hosts_file), work, config, names=names, runs=runs,
+    if hosts_file is None and (endpoint or config.manager):
+        with open_client(config, endpoint) as client:
+            host_list = HostList(tuple(client.hosts()), ())
+    else:
+        host_list = _load(hosts_file)
+    report = planning.simulate_hosts(host_list, work, config, names=names, runs=runs,
                                      service=service, cov=cov, warm=warm, partition=partition,
                                      dist=dist, cores_mode=cores_mode, seed=seed)
     if as_json:
@@ -105,5 +124,3 @@ def simulate(ctx, work, hosts_file, names, runs, service, cov, warm, partition, 
     else:
         render.show_simulation(console(), report)
 
-
-COMMANDS = [predict, schedule, simulate]

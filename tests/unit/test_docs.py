@@ -34,7 +34,9 @@ def test_readme_opens_with_two_setup_commands_and_ci_runs_the_test_one():
 
 
 def _commands(group, prefix="ghs"):
-    for name, command in sorted(group.commands.items()):
+    context = click.Context(group)
+    for name in group.list_commands(context):
+        command = group.get_command(context, name)
         yield f"{prefix} {name}", command
         if isinstance(command, click.Group):
             yield from _commands(command, f"{prefix} {name}")
@@ -71,7 +73,7 @@ def test_readme_examples_parse_as_real_commands():
     for line in lines:
         args = line.split()[1:]
         name = args[0]
-        command = main.commands.get(name)
+        command = main.get_command(click.Context(main), name)
         assert command is not None, line
         context = command.make_context(name, [*args[1:], "--help"], resilient_parsing=True)
         assert context is not None

@@ -1,0 +1,44 @@
+"""``ghs status`` and ``ghs keys``."""
+
+from __future__ import annotations
+
+import click
+
+from ghs.cli.common import config_from, console, emit_json, json_option
+
+
+@click.command()
+@click.option("--manager", "endpoint", default=None, envvar="GHS_MANAGER",
+              help="Manager endpoint (or GHS_MANAGER, or config 'manager').")
+@json_option
+@click.pass_context
+def status(ctx, endpoint, as_json):
+    """Hosts the manager knows, their current estimates, and its counters."""
+    from ghs import render
+    from ghs.remote import open_client
+
+    config = config_from(ctx)
+    with open_client(config, endpoint) as client:
+        result = client.status()
+    if as_json:
+        emit_json(result.to_dict())
+    else:
+        render.show_status(console(), result)
+
+
+@click.command()
+@click.argument("directory", type=click.Path(file_okay=False))
+@click.option("--name", default="ghs", show_default=True, help="File name stem.")
+@click.option("--force", is_flag=True, help="Overwrite existing key files.")
+@json_option
+def keys(directory, name, force, as_json):
+    """Make a CurveZMQ key pair: NAME.key (public) and NAME.key_secret (mode 0600)."""
+    from protocol import generate_keypair, write_keypair
+
+    pair = generate_keypair()
+    public_path, secret_path = write_keypair(pair, directory, name, overwrite=force)
+    if as_json:
+        emit_json({"public": str(public_path), "secret": str(secret_path),
+                   "public_key": pair.public.decode()})
+    else:
+        click.echo(f"public key  {public_path}\nsecret key  {secret_path} (keep it private)")

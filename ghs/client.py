@@ -1,0 +1,152 @@
+"""``ghs.Client``: ask a manager for status, predictions and schedules from Python.
+
+``predict`` and ``schedule`` return the same objects as the scheduler's own API: the manager
+sends the host parameters and shares it used, and the client rebuilds the Prediction from
+them (same code, same numbers), so ``cdf(x)`` works on the client too.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import zmq
+
+from ghs.errors import GhsError
+from protocol import (
+    DEFAULT_LIMITS,
+    ErrorReply,
+    KeyPair,
+    Limits,
+    PredictRequest,
+    ProtocolError,
+    ScheduleRequest,
+    StatusRequest,
+    connect_dealer,
+    request,
+)
+from scheduler import Host, Plan, Prediction, predict
+from scheduler.selection import Exclusion
+
+
+class ManagerError(GhsError):
+    """The manager refused a query or did not answer; ``code`` is its error code."""
+
+    def __init__(self, message: str, *, code: str, field: str | None = None,
+                 value: Any = None) -> None:
+        super().__init__(message, field=field, value=value)
+        self.code = code
+
+
+@dataclass(frozen=True)
+class Status:
+    """The manager's view: one map per host (name, lam, mu, sigma, rho, tau, cores, stale,
+    measurements, last_seen, ...) and its counters."""
+
+    hosts: list[dict[str, Any]]
+    counters: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"hosts": self.hosts, "counters": self.counters}
+
+
+class Client:
+    """A connection to the manager at ``endpoint``; use as a context manager or ``close()``.
+
+    ``context``: a ZeroMQ context to share (one is made and owned otherwise).
+    ``client_keys`` and ``server_public_key`` turn on CurveZMQ.
+    """
+
+    def __init__(self, endpoint: str, *, context: zmq.Context | None = None,
+                 timeout_seconds: float = 30.0, client_keys: KeyPair | None = None,
+                 server_public_key: bytes | None = None,
+                 limits: Limits = DEFAULT_LIMITS) -> None:
+        self.endpoint = endpoint
+        self.timeout_seconds = timeout_seconds
+        self.limits = limits
+        self._own_context = context is None
+        self.context = zmq.Context() if context is None else context
+        self._ids = itertools.count(1)
+        try:
+            self.socket = connect_dealer(self.context, endpoint, limits=limits,
+                                         client_keys=client_keys,
+                                         server_public_key=server_public_key)
+        except ProtocolError as exc:
+            self._close_context()
+            raise ManagerError(f"cannot connect to {endpoint}: {exc.reason}",
+                               code=exc.code, field="manager", value=endpoint) from None
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.socket.close(linger=0)
+        self._close_context()
+
+    def _close_context(self) -> None:
+        if self._own_context:
+            self.context.term()
+
+    def _ask(self, message: Any) -> dict[str, Any]:
+        try:
+            reply = request(self.socket, message, timeout_seconds=self.timeout_seconds,
+                            limits=self.limits)
+        except ProtocolError as exc:
+            if exc.code == "timeout":
+                raise ManagerError(f"the manager at {self.endpoint} did not answer within "
+                                   f"{self.timeout_seconds:g} s", code="timeout",
+                                   field="manager", value=self.endpoint) from None
+            raise ManagerError(f"bad reply from {self.endpoint}: {exc.reason}",
+                               code=exc.code) from None
+        if isinstance(reply, ErrorReply):
+            raise ManagerError(f"manager: {reply.reason}", code=reply.code)
+        return reply.body
+
+    def status(self) -> Status:
+        body = self._ask(StatusRequest(request_id=next(self._ids)))
+        return Status(hosts=list(body["hosts"]), counters=dict(body["counters"]))
+
+    def hosts(self) -> list[Host]:
+        """The hosts the manager can schedule on now, with the parameters it would use."""
+        return [Host(row["name"], **row["parameters"]) for row in self.status().hosts
+                if row.get("parameters")]
+
+    def predict(self, work: float, hosts: Sequence[str] | None = None,
+                dist: str | None = None, partition: str | None = None) -> Prediction:
+        """Predicted completion time of ``work`` reference-CPU-seconds on the manager's hosts."""
+        body = self._ask(PredictRequest(
+            request_id=next(self._ids), work_seconds=float(work),
+            hosts=tuple(hosts) if hosts else None, distribution=dist, partition=partition))
+        return _rebuild_prediction(body)
+
+    def schedule(self, work: float, method: str | None = None,
+                 hosts: Sequence[str] | None = None, dist: str | None = None,
+                 partition: str | None = None, units: int | None = None) -> Plan:
+        """The manager's choice of hosts and split for ``work`` reference-CPU-seconds."""
+        body = self._ask(ScheduleRequest(
+            request_id=next(self._ids), work_seconds=float(work),
+            hosts=tuple(hosts) if hosts else None, distribution=dist, partition=partition,
+            method=method, units=units))
+        prediction = _rebuild_prediction(body)
+        chosen = tuple(_hosts(body))
+        excluded = tuple(Exclusion(e["name"], e["reason"]) for e in body.get("excluded", ()))
+        return Plan(hosts=chosen, prediction=prediction, method=body["method"],
+                    evaluations=int(body["evaluations"]),
+                    elapsed_seconds=float(body["elapsed_seconds"]), excluded=excluded)
+
+
+def _hosts(body: dict[str, Any]) -> list[Host]:
+    return [Host(p["name"], lam=p["lam"], mu=p["mu"], sigma=p["sigma"], rho=p["rho"],
+                 tau=p["tau"], cores=p["cores"]) for p in body["host_parameters"]]
+
+
+def _rebuild_prediction(body: dict[str, Any]) -> Prediction:
+    hosts = _hosts(body)
+    shares = [row["share"] for row in body["hosts"]]
+    return predict(hosts, body["work"], body["distribution"], body["partition"],
+                   shares=shares)

@@ -1,0 +1,1 @@
+"""The performance communication manager (PCM): stores measurements, answers queries."""

@@ -1,0 +1,147 @@
+"""Per-host current estimates (24-hour Adapt_avg) from the stored measurements.
+
+Each host's window ends at its own latest measurement: simulated agents run on accelerated
+clocks, so their measurements carry their own (virtual) times. Staleness, in contrast, is about
+the manager's real clock: a host is stale when it has been silent for ``stale_after_seconds``.
+Estimates are cached per host and recomputed only when the host's measurements changed.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from ghs.manager.store import HostFacts, ManagerStore
+from scheduler import Host
+from sensors.estimates import DAY_SECONDS, Estimate, adapt_avg
+from sensors.measurement import Measurement
+
+
+@dataclass(frozen=True)
+class HostState:
+    """A host as the manager sees it: facts, estimate, and whether the scheduler can use it.
+
+    ``host`` is None when it cannot; ``reason`` then says why (no data yet, saturated, stale).
+    """
+
+    facts: HostFacts
+    estimate: Estimate | None
+    measurements: int
+    stale: bool
+    host: Host | None
+    reason: str | None
+    notes: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        estimate = self.estimate
+        return {
+            "name": self.facts.host_id,
+            "hostname": self.facts.hostname,
+            "lam": None if estimate is None else estimate.lam,
+            "mu": None if estimate is None else estimate.mu,
+            "sigma": None if estimate is None else estimate.sigma,
+            "rho": None if estimate is None else estimate.rho,
+            "tau": self.facts.tau,
+            "cores": self.facts.cores,
+            "stale": self.stale,
+            "measurements": self.measurements,
+            "last_seen": self.facts.last_seen,
+            "provisional": True if estimate is None else estimate.provisional,
+            "history_hours": 0.0 if estimate is None else estimate.history_seconds / 3600.0,
+            "simulated": self.facts.simulated,
+            "usable": self.host is not None,
+            "parameters": None if self.host is None else {
+                "lam": self.host.lam, "mu": self.host.mu, "sigma": self.host.sigma,
+                "rho": self.host.rho, "tau": self.host.tau, "cores": self.host.cores},
+            "reason": self.reason,
+            "notes": list(self.notes),
+        }
+
+
+def to_sensor_measurement(row: dict[str, Any], cores: int) -> Measurement:
+    """A stored row as the sensors' Measurement, so the sensors' estimator serves here too."""
+    start, end = row["start_epoch_seconds"], row["end_epoch_seconds"]
+    return Measurement(
+        start_time=start, end_time=end, interval_seconds=end - start,
+        lam=row["lam_per_second"], rho=row["rho"], jobs_started=row["jobs_started"],
+        jobs_between=row["jobs_between"], service_count=row["service_count"],
+        service_sum_seconds=row["service_cpu_seconds_sum"],
+        service_sum_squares=row["service_cpu_seconds_sum_squares"],
+        busy_cpu_seconds=row["busy_cpu_seconds"], running=row["running_processes"],
+        cores=cores, lambda_source=row["lambda_source"] or "accounting",
+        rho_source=row["rho_source"] or "kernel",
+        quality=tuple(flag for flag in (row["quality"] or "").split(",") if flag))
+
+
+class EstimateCache:
+    """Estimates per host, recomputed when the host's (count, last end) changes."""
+
+    def __init__(self, store: ManagerStore, window_seconds: float = DAY_SECONDS) -> None:
+        self.store = store
+        self.window_seconds = window_seconds
+        self._lock = threading.Lock()
+        self._cache: dict[str, tuple[tuple[int, float], Estimate, float | None]] = {}
+
+    def states(self, now: float, stale_after_seconds: float) -> list[HostState]:
+        """Every known host's state at real time ``now`` (epoch seconds)."""
+        summary = self.store.summary()
+        states = []
+        for facts in self.store.hosts():
+            count, first, last = summary.get(facts.host_id, (0, None, None))
+            estimate, tau = (None, None) if count == 0 else self._estimate(facts, count, first,
+                                                                           last)
+            stale = now - facts.last_seen > stale_after_seconds
+            states.append(_state(facts, estimate, tau, count, stale, now))
+        return states
+
+    def _estimate(self, facts: HostFacts, count: int, first: float, last: float
+                  ) -> tuple[Estimate, float | None]:
+        version = (count, last)
+        with self._lock:
+            cached = self._cache.get(facts.host_id)
+        if cached is not None and cached[0] == version:
+            return cached[1], cached[2]
+        rows = self.store.measurements(facts.host_id, since_end=last - self.window_seconds)
+        measurements = [to_sensor_measurement(row, facts.cores) for row in rows]
+        estimate = adapt_avg(measurements, now=last, window_seconds=self.window_seconds,
+                             history_start=first)
+        taus = [row["tau"] for row in rows if row["tau"]]
+        tau = taus[-1] if taus else None
+        with self._lock:
+            self._cache[facts.host_id] = (version, estimate, tau)
+        return estimate, tau
+
+
+def _state(facts: HostFacts, estimate: Estimate | None, tau: float | None, count: int,
+           stale: bool, now: float) -> HostState:
+    notes: list[str] = []
+    if tau is not None:
+        facts = HostFacts(**{**facts.__dict__, "tau": tau})
+    if stale:
+        return HostState(facts, estimate, count, True, None,
+                         f"stale: silent for {now - facts.last_seen:.0f} s", ())
+    if estimate is None or estimate.lam is None or estimate.rho is None:
+        return HostState(facts, estimate, count, False, None, "no measurements yet", ())
+    if estimate.provisional:
+        notes.append(f"provisional: {estimate.history_seconds / 3600:.1f} h of history")
+    if estimate.rho >= 1.0:
+        return HostState(facts, estimate, count, False, None,
+                         f"rho {estimate.rho:.3g} >= 1: saturated by local jobs", tuple(notes))
+    mu, sigma = estimate.mu, estimate.sigma
+    if estimate.lam == 0 or mu is None:
+        if estimate.lam > 0:
+            notes.append("no finished local jobs seen: service rate assumed from rho")
+        # with no arrivals the demand law does not matter; keep it consistent with rho
+        mu = estimate.lam / (facts.cores * estimate.rho) if estimate.rho > 0 and \
+            estimate.lam > 0 else 1.0
+    if sigma is None:
+        sigma = 1.0 / mu
+        notes.append("demand spread unknown: exponential assumed (sigma = 1/mu)")
+    if not all(math.isfinite(v) for v in (estimate.lam, mu, sigma, estimate.rho)):
+        return HostState(facts, estimate, count, False, None, "estimate not finite",
+                         tuple(notes))
+    host = Host(facts.host_id, lam=estimate.lam, mu=mu, sigma=sigma, rho=estimate.rho,
+                tau=facts.tau, cores=facts.cores)
+    return HostState(facts, estimate, count, False, host, None, tuple(notes))

@@ -1,0 +1,63 @@
+"""Building a manager from the Config and running it until stopped."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import zmq
+
+from ghs.config import Config
+from ghs.daemon import expand
+from ghs.errors import GhsError
+from ghs.manager.estimates import EstimateCache
+from ghs.manager.queries import QueryService
+from ghs.manager.service import Manager
+from ghs.manager.store import ManagerStore
+from protocol import load_allowed_keys, read_keypair
+
+
+def build_manager(config: Config, *, context: zmq.Context, endpoint: str | None = None,
+                  client_endpoint: str | None = None, database: str | None = None,
+                  insecure: bool | None = None) -> Manager:
+    """A bound manager (flags override the ``[pcm]`` settings)."""
+    settings = config.pcm
+    store = ManagerStore(expand(database or settings.database))
+    cache = EstimateCache(store, window_seconds=config.sensor.window_hours * 3600.0)
+    queries = QueryService(cache, config.scheduler,
+                           stale_after_seconds=settings.stale_after_seconds, clock=time.time)
+    server_keys = read_keypair(expand(settings.keys)) if settings.keys else None
+    allowed = load_allowed_keys(expand(settings.allow)) if settings.allow else None
+    if allowed is not None and server_keys is None:
+        raise GhsError("an allow-list (pcm.allow) needs the manager's keys (pcm.keys)",
+                       field="pcm.allow", value=settings.allow)
+    second = client_endpoint if client_endpoint is not None else settings.client_endpoint
+    try:
+        return Manager(context=context, store=store, queries=queries,
+                       agent_endpoint=endpoint or settings.endpoint,
+                       client_endpoint=second or None, server_keys=server_keys,
+                       allowed_keys=allowed,
+                       insecure=settings.insecure if insecure is None else insecure,
+                       workers=settings.workers,
+                       max_pending_queries=settings.max_pending_queries)
+    except BaseException:
+        store.close()
+        raise
+
+
+def serve(manager: Manager, stop: threading.Event, *, retention_seconds: float,
+          prune_every_seconds: float = 3600.0) -> None:
+    """Run ``manager`` until ``stop``; prune old measurements now and then."""
+    pruner = threading.Thread(target=_prune, daemon=True, name="ghs-prune",
+                              args=(manager, stop, retention_seconds, prune_every_seconds))
+    pruner.start()
+    try:
+        manager.run(stop)
+    finally:
+        manager.close()
+
+
+def _prune(manager: Manager, stop: threading.Event, retention_seconds: float,
+           every_seconds: float) -> None:
+    while not stop.wait(every_seconds):
+        manager.store.prune(time.time() - retention_seconds)

@@ -1,0 +1,298 @@
+"""The manager's ROUTER loop: agents' hellos, measurements and heartbeats; clients' queries.
+
+The loop itself only decodes, stores and acknowledges; queries run on worker threads so an
+exact selection over 20 hosts never holds up the agents. Workers hand finished replies back
+through an inproc socket, since only the loop's thread may use the ROUTERs. Every message that
+fails validation is answered with an error and counted by its code; an unexpected exception is
+answered as ``internal`` and counted, and the loop goes on.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import zmq
+
+from ghs.manager.queries import QueryService
+from ghs.manager.store import HostFacts, ManagerStore, measurement_rows
+from protocol import (
+    DEFAULT_LIMITS,
+    Ack,
+    Authenticator,
+    ErrorReply,
+    Heartbeat,
+    Hello,
+    KeyPair,
+    Limits,
+    MeasurementBatch,
+    PredictReply,
+    PredictRequest,
+    ScheduleReply,
+    ScheduleRequest,
+    StatusReply,
+    StatusRequest,
+    bind_router,
+    bound_endpoint,
+    encode,
+    recv_request,
+    send_reply,
+    seq_ranges_of,
+)
+
+LOG = logging.getLogger("ghs.manager")
+AGENT_TYPES = frozenset({"hello", "measurements", "heartbeat", "status", "predict",
+                         "schedule"})
+CLIENT_TYPES = frozenset({"status", "predict", "schedule"})
+_WAKE = "inproc://ghs-manager-replies-{}"
+
+
+@dataclass
+class Counters:
+    """What the manager has seen; read by status replies (under ``lock``)."""
+
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    received: Counter = field(default_factory=Counter)
+    rejected: Counter = field(default_factory=Counter)
+    stored: int = 0
+    duplicates: int = 0
+    internal_errors: int = 0
+    dropped_replies: int = 0
+    busy: int = 0
+
+    def snapshot(self) -> dict[str, Any]:
+        with self.lock:
+            return {"received": dict(self.received), "rejected": dict(self.rejected),
+                    "measurements_stored": self.stored, "duplicates": self.duplicates,
+                    "internal_errors": self.internal_errors,
+                    "dropped_replies": self.dropped_replies, "busy": self.busy}
+
+
+class Manager:
+    """One manager: bind, then ``run(stop)`` until ``stop`` is set; ``close`` afterwards.
+
+    ``agent_endpoint`` takes agents (and queries); ``client_endpoint``, if given, takes only
+    queries. With ``server_keys`` both are CurveZMQ servers and, with ``allowed_keys``, accept
+    only those clients. ``clock`` gives real epoch seconds.
+    """
+
+    def __init__(self, *, context: zmq.Context, store: ManagerStore, queries: QueryService,
+                 agent_endpoint: str, client_endpoint: str | None = None,
+                 limits: Limits = DEFAULT_LIMITS, server_keys: KeyPair | None = None,
+                 allowed_keys: frozenset[bytes] | None = None, insecure: bool = False,
+                 workers: int = 2, max_pending_queries: int = 256,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.context = context
+        self.store = store
+        self.queries = queries
+        self.limits = limits
+        self.clock = clock
+        self.counters = Counters()
+        self.workers = workers
+        self._pending: queue.Queue = queue.Queue(maxsize=max_pending_queries)
+        self._authenticator: Authenticator | None = None
+        self._sockets: list[tuple[zmq.Socket, frozenset[str]]] = []
+        self._reply_lock = threading.Lock()
+        self._threads: list[threading.Thread] = []
+        self.endpoints: list[str] = []
+        try:
+            if server_keys is not None and allowed_keys is not None:
+                self._authenticator = Authenticator(context, allowed_keys)
+                self._authenticator.start()
+            for endpoint, types in ((agent_endpoint, AGENT_TYPES),
+                                    (client_endpoint, CLIENT_TYPES)):
+                if endpoint is None:
+                    continue
+                socket = bind_router(context, endpoint, limits=limits, server_keys=server_keys,
+                                     authenticator=self._authenticator, insecure=insecure)
+                self._sockets.append((socket, types))
+                self.endpoints.append(bound_endpoint(socket))
+            wake = _WAKE.format(id(self))
+            self._wake_pull = context.socket(zmq.PULL)
+            self._wake_pull.linger = 0
+            self._wake_pull.bind(wake)
+            self._wake_push = context.socket(zmq.PUSH)
+            self._wake_push.linger = 0
+            self._wake_push.connect(wake)
+        except BaseException:
+            self.close()
+            raise
+
+    # -- the loop -------------------------------------------------------------------------
+
+    def run(self, stop: threading.Event, poll_ms: int = 100) -> None:
+        """Serve until ``stop`` is set. Never raises on bad input."""
+        for index in range(self.workers):
+            thread = threading.Thread(target=self._work, args=(stop,), daemon=True,
+                                      name=f"ghs-query-{index}")
+            thread.start()
+            self._threads.append(thread)
+        poller = zmq.Poller()
+        for socket, _ in self._sockets:
+            poller.register(socket, zmq.POLLIN)
+        poller.register(self._wake_pull, zmq.POLLIN)
+        while not stop.is_set():
+            ready = dict(poller.poll(poll_ms))
+            for socket, types in self._sockets:
+                # drain up to a batch per socket per turn so no endpoint starves the other
+                for _ in range(256):
+                    if socket not in ready:
+                        break
+                    try:
+                        incoming = recv_request(socket, limits=self.limits, flags=zmq.NOBLOCK,
+                                                expect=types)
+                    except zmq.Again:
+                        break
+                    self._handle(socket, incoming)
+            if self._wake_pull in ready:
+                self._forward_replies()
+        for _ in self._threads:
+            try:
+                self._pending.put_nowait(None)
+            except queue.Full:
+                break
+
+    def _handle(self, socket: zmq.Socket, incoming: Any) -> None:
+        if incoming.error is not None:
+            error = incoming.error
+            with self.counters.lock:
+                self.counters.rejected[error.code] += 1
+            self._reply(socket, incoming.routing, ErrorReply.from_exception(error))
+            return
+        message = incoming.message
+        with self.counters.lock:
+            self.counters.received[message.TYPE] += 1
+        try:
+            if isinstance(message, (StatusRequest, PredictRequest, ScheduleRequest)):
+                self._enqueue(socket, incoming.routing, message)
+            elif isinstance(message, MeasurementBatch):
+                self._reply(socket, incoming.routing, self._store(message))
+            elif isinstance(message, Hello):
+                self._hello(message)
+                self._reply(socket, incoming.routing,
+                            Ack(request_id=message.request_id, host_id=message.host_id))
+            elif isinstance(message, Heartbeat):
+                if self.store.touch(message.host_id, self.clock()):
+                    self._reply(socket, incoming.routing,
+                                Ack(request_id=message.request_id, host_id=message.host_id))
+                else:
+                    self._refuse(socket, incoming.routing, "unknown_host",
+                                 f"host {message.host_id!r} has not said hello",
+                                 message.request_id)
+        except Exception as exc:  # never let one message take the manager down
+            LOG.exception("internal error handling %s", message.TYPE)
+            with self.counters.lock:
+                self.counters.internal_errors += 1
+            self._reply(socket, incoming.routing, ErrorReply.from_exception(
+                exc, request_id=getattr(message, "request_id", None)))
+
+    def _hello(self, hello: Hello) -> None:
+        now = self.clock()
+        self.store.upsert_host(HostFacts(
+            host_id=hello.host_id, hostname=hello.hostname, cores=hello.cores, tau=hello.tau,
+            os=hello.os, agent_version=hello.agent_version, simulated=bool(hello.simulated),
+            first_seen=now, last_seen=now))
+
+    def _store(self, batch: MeasurementBatch) -> Ack | ErrorReply:
+        now = self.clock()
+        if not self.store.touch(batch.host_id, now):
+            with self.counters.lock:
+                self.counters.rejected["unknown_host"] += 1
+            return ErrorReply(code="unknown_host", reason=f"host {batch.host_id!r} has not "
+                              "said hello", request_id=batch.request_id)
+        rows = measurement_rows(batch.host_id, batch.measurements, now)
+        new = self.store.add_measurements(rows)
+        with self.counters.lock:
+            self.counters.stored += new
+            self.counters.duplicates += len(rows) - new
+        # acknowledge only after the commit: a crash before it means a resend, never a loss
+        return Ack(request_id=batch.request_id, host_id=batch.host_id,
+                   acked=seq_ranges_of(m.seq for m in batch.measurements))
+
+    def _refuse(self, socket: zmq.Socket, routing: tuple, code: str, reason: str,
+                request_id: int | None) -> None:
+        with self.counters.lock:
+            self.counters.rejected[code] += 1
+        self._reply(socket, routing, ErrorReply(code=code, reason=reason,
+                                                request_id=request_id))
+
+    def _reply(self, socket: zmq.Socket, routing: tuple, message: Any) -> None:
+        if not send_reply(socket, routing, message, limits=self.limits):
+            with self.counters.lock:
+                self.counters.dropped_replies += 1
+
+    # -- queries on worker threads --------------------------------------------------------
+
+    def _enqueue(self, socket: zmq.Socket, routing: tuple, message: Any) -> None:
+        try:
+            self._pending.put_nowait((socket, routing, message))
+        except queue.Full:
+            with self.counters.lock:
+                self.counters.busy += 1
+            self._reply(socket, routing, ErrorReply(
+                code="busy", reason="too many queries waiting; try again shortly",
+                request_id=message.request_id))
+
+    def _work(self, stop: threading.Event) -> None:
+        while not stop.is_set():
+            item = self._pending.get()
+            if item is None:
+                return
+            socket, routing, message = item
+            try:
+                reply = self._answer(message)
+            except Exception as exc:
+                if getattr(exc, "code", None) is None:
+                    LOG.exception("internal error answering %s", message.TYPE)
+                    with self.counters.lock:
+                        self.counters.internal_errors += 1
+                reply = ErrorReply.from_exception(exc, request_id=message.request_id)
+            try:
+                data = encode(reply, limits=self.limits)
+            except Exception as exc:  # an unencodable body is our bug: say so, keep going
+                LOG.exception("cannot encode %s", reply.TYPE)
+                data = encode(ErrorReply.from_exception(exc, request_id=message.request_id))
+            index = next(i for i, (s, _) in enumerate(self._sockets) if s is socket)
+            with self._reply_lock:
+                self._wake_push.send_multipart([b"%d" % index, *routing, data])
+
+    def _answer(self, message: Any) -> Any:
+        if isinstance(message, StatusRequest):
+            return StatusReply(request_id=message.request_id,
+                               body=self.queries.status(self.counters.snapshot()))
+        if isinstance(message, PredictRequest):
+            return PredictReply(request_id=message.request_id, body=self.queries.predict(
+                message.work_seconds, message.hosts, message.distribution, message.partition))
+        return ScheduleReply(request_id=message.request_id, body=self.queries.schedule(
+            message.work_seconds, message.hosts, message.distribution, message.partition,
+            message.method, message.units))
+
+    def _forward_replies(self) -> None:
+        while True:
+            try:
+                index, *frames = self._wake_pull.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            try:
+                self._sockets[int(index)][0].send_multipart(frames, zmq.NOBLOCK)
+            except zmq.Again:
+                with self.counters.lock:
+                    self.counters.dropped_replies += 1
+
+    def close(self) -> None:
+        for socket, _ in self._sockets:
+            socket.close(linger=0)
+        self._sockets = []
+        for name in ("_wake_pull", "_wake_push"):
+            socket = getattr(self, name, None)
+            if socket is not None:
+                socket.close(linger=0)
+        if self._authenticator is not None:
+            self._authenticator.stop()
+            self._authenticator = None
