@@ -33,3 +33,9 @@ class DurationError(GhsError):
     """A duration string could not be parsed."""
 
     code = "invalid_duration"
+
+
+class TraceError(GhsError):
+    """A workload log (SWF or CSV) is missing, unreadable, empty, or cannot be split as asked."""
+
+    code = "invalid_trace"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from ghs.cli.common import console, emit_json, json_option
+from ghs.cli.common import DURATION, config_from, console, emit_json, json_option
 
 
 @click.group()
@@ -26,6 +26,71 @@ def distributions(size, seed, as_json):
         emit_json(result)
     else:
         study.show(console(), result)
+
+
+def plot_option(function):
+    option = click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None,
+                          help="Also draw a PNG here (needs matplotlib: pip install "
+                               "'ghs[plot]').")
+    return option(function)
+
+
+def _render(study, result, as_json, plot_path):
+    if as_json:
+        emit_json(result)
+    else:
+        study.show(console(), result)
+    if plot_path is not None:
+        drawn = study.plot(result, plot_path)
+        click.echo(f"plot written to {drawn}" if drawn else
+                   "plot skipped: matplotlib is not installed (pip install 'ghs[plot]')",
+                   err=as_json)
+
+
+@experiment.command()
+@click.option("--size", type=click.IntRange(min=10), default=40_000, show_default=True,
+              help="Simulated runs per case.")
+@click.option("--seed", type=int, default=7, show_default=True, help="Random seed.")
+@plot_option
+@json_option
+@click.pass_context
+def partition(ctx, size, seed, plot_path, as_json):
+    """Equal-mean vs equal-load vs speed partition on two workstations (paper figure 7)."""
+    from ghs.experiments import partition as study
+
+    measure = config_from(ctx).sensor.interval_seconds
+    _render(study, study.run(runs=size, seed=seed, measure_seconds=measure), as_json,
+            plot_path)
+
+
+@experiment.command()
+@click.option("--size", type=click.IntRange(min=10), default=10_000, show_default=True,
+              help="Simulated runs per machine set.")
+@click.option("--seed", type=int, default=7, show_default=True, help="Random seed.")
+@click.option("--repetitions", type=click.IntRange(min=1), default=10, show_default=True,
+              help="New pools and random subsets per pool size.")
+@click.option("--pool", "pools", type=click.IntRange(min=2, max=22), multiple=True,
+              default=(10, 15, 20), show_default=True, help="Pool size (repeatable).")
+@click.option("--work", type=DURATION, default="2h", show_default=True,
+              help="Task size in reference-CPU time.")
+@click.option("--trace", "trace_path", type=click.Path(dir_okay=False), default=None,
+              help="Derive the pools from this SWF or CSV log instead of the generator.")
+@click.option("--window", type=DURATION, default="24h", show_default=True,
+              help="Length of the trace window each pool is cut from.")
+@plot_option
+@json_option
+@click.pass_context
+def selection(ctx, size, seed, repetitions, pools, work, trace_path, window, plot_path,
+              as_json):
+    """Paper Table 1: random subsets, all hosts, optimal, heuristic and prefix selection."""
+    from ghs.experiments import selection as study
+    from ghs.traces import read_log
+
+    log = read_log(trace_path) if trace_path else None
+    result = study.run(runs=size, seed=seed, repetitions=repetitions, pool_sizes=pools,
+                       work_seconds=work, log=log, window_hours=window / 3600.0,
+                       measure_seconds=config_from(ctx).sensor.interval_seconds)
+    _render(study, result, as_json, plot_path)
 
 
 COMMANDS = [experiment]
