@@ -274,6 +274,15 @@ def _merge(base: dict[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _from_environment(env: Mapping[str, str]) -> dict[str, Any]:
+    known = {"GHS_CONFIG"} | {f"GHS_{f.name.upper()}" for f in dataclasses.fields(Config)
+                              if f.name not in _sections()}
+    known |= {f"GHS_{section.upper()}_{f.name.upper()}" for section, cls in _sections().items()
+              for f in dataclasses.fields(cls)}
+    unknown = sorted(key for key in env if key.startswith("GHS_") and key not in known)
+    if unknown:
+        raise ConfigError(f"unknown setting {unknown[0]} in the environment (settings are "
+                          "GHS_<SECTION>_<FIELD>, e.g. GHS_SCHEDULER_RHO_MAX)",
+                          field=unknown[0], value=env[unknown[0]])
     found: dict[str, Any] = {}
     for f in dataclasses.fields(Config):
         if f.name in _sections():

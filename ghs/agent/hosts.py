@@ -61,7 +61,9 @@ def wire_fields(measurement: Measurement, tau: float) -> dict[str, Any]:
         "running_processes": measurement.running,
         "lambda_source": measurement.lambda_source,
         "rho_source": measurement.rho_source,
-        "quality": list(measurement.quality),
+        # the wire carries flag names only; details such as "name:0.40" stay in the
+        # agent's local store
+        "quality": list(dict.fromkeys(flag.split(":", 1)[0] for flag in measurement.quality)),
     }
 
 

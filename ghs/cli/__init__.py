@@ -25,6 +25,7 @@ COMMANDS = {
     "agent": "ghs.cli.daemons:agent",
     "status": "ghs.cli.remote:status",
     "keys": "ghs.cli.remote:keys",
+    "demo": "ghs.cli.demo:demo",
 }
 
 

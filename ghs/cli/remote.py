@@ -33,8 +33,11 @@ def status(ctx, endpoint, as_json):
 @json_option
 def keys(directory, name, force, as_json):
     """Make a CurveZMQ key pair: NAME.key (public) and NAME.key_secret (mode 0600)."""
+    from pathlib import Path
+
     from protocol import generate_keypair, write_keypair
 
+    Path(directory).mkdir(parents=True, exist_ok=True, mode=0o700)
     pair = generate_keypair()
     public_path, secret_path = write_keypair(pair, directory, name, overwrite=force)
     if as_json:

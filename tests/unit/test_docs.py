@@ -84,3 +84,29 @@ def test_ruff_is_clean():
     completed = subprocess.run(["ruff", "check", "."], capture_output=True, text=True,
                                cwd=ROOT, timeout=120)
     assert completed.returncode == 0, completed.stdout[-3000:]
+
+
+@pytest.mark.parametrize("unit", sorted((ROOT / "examples").glob("*.service")),
+                         ids=lambda p: p.name)
+def test_systemd_units_run_real_commands_with_real_settings(unit):
+    import configparser
+
+    from ghs.config import load_config
+
+    parser = configparser.ConfigParser(strict=False, interpolation=None)
+    parser.optionxform = str
+    parser.read_string("\n".join(line for line in unit.read_text().splitlines()
+                                 if not line.startswith("#")))
+    assert {"Unit", "Service", "Install"} <= set(parser.sections())
+    command = parser["Service"]["ExecStart"].split()
+    assert command[0].endswith("/ghs") and command[1] in ("manager", "agent")
+    cli = main.get_command(click.Context(main), command[1])
+    cli.make_context(command[1], command[2:], resilient_parsing=False)
+    env = {}
+    for line in unit.read_text().splitlines():
+        if line.startswith("Environment="):
+            key, value = line.split("=", 1)[1].split("=", 1)
+            env[key] = value
+    # every GHS_* setting the unit sets is a real, valid config entry
+    config = load_config(env={k: v for k, v in env.items() if k != "GHS_MANAGER"})
+    assert config is not None

@@ -1,0 +1,91 @@
+"""Real ghs daemons for integration tests: subprocesses on free loopback ports."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from ghs.client import Client
+
+
+def wait_for(predicate: Callable[[], object], timeout: float, what: str,
+             interval: float = 0.1) -> object:
+    """Poll ``predicate`` until it returns something truthy; fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    last_error = None
+    while time.monotonic() < deadline:
+        try:
+            value = predicate()
+        except Exception as exc:  # a daemon still starting up
+            last_error = exc
+            value = None
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what} ({last_error!r})")
+
+
+class Daemons:
+    """Starts ghs processes with an isolated HOME and config; stops them all at the end."""
+
+    def __init__(self, root: Path, **env: str) -> None:
+        self.root = root
+        (root / "none.toml").write_text("")
+        self.env = {**os.environ, "HOME": str(root), "GHS_CONFIG": str(root / "none.toml"),
+                    **env}
+        self.processes: list[subprocess.Popen] = []
+
+    def start(self, *args: str, log: str, **env: str) -> subprocess.Popen:
+        handle = (self.root / log).open("w")
+        process = subprocess.Popen([sys.executable, "-m", "ghs", *args], stdout=handle,
+                                   stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                   env={**self.env, **env})
+        self.processes.append(process)
+        return process
+
+    def log(self, name: str) -> str:
+        return (self.root / name).read_text()
+
+    def manager(self, database: str = "manager.sqlite", endpoint: str = "tcp://127.0.0.1:*",
+                log: str = "manager.log", **env: str) -> tuple[subprocess.Popen, str]:
+        process = self.start("manager", "--endpoint", endpoint, "--database",
+                             str(self.root / database), log=log, **env)
+
+        def bound():
+            match = re.search(r"listening on (tcp://[0-9.]+:[0-9]+)", self.log(log))
+            if process.poll() is not None:
+                raise AssertionError(f"manager exited: {self.log(log)}")
+            return match.group(1) if match else None
+
+        return process, wait_for(bound, 30, "the manager to bind")
+
+    def agent(self, endpoint: str, *args: str, outbox: str, log: str, **env: str
+              ) -> subprocess.Popen:
+        return self.start("agent", "--manager", endpoint, "--outbox", str(self.root / outbox),
+                          *args, log=log, **env)
+
+    def client(self, endpoint: str, **options) -> Client:
+        return Client(endpoint, timeout_seconds=options.pop("timeout_seconds", 10.0), **options)
+
+    @staticmethod
+    def terminate(process: subprocess.Popen, timeout: float = 20.0) -> int:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+        return process.wait(timeout)
+
+    def stop_all(self) -> None:
+        for process in self.processes:
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+        for process in self.processes:
+            try:
+                process.wait(20)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
