@@ -1,0 +1,128 @@
+"""The manager's store, the agent's outbox, host estimates, and Client round trips."""
+
+import threading
+import time
+
+import pytest
+import zmq
+
+from ghs.agent.outbox import Outbox
+from ghs.client import Client, ManagerError
+from ghs.config import SchedulerConfig
+from ghs.manager.estimates import EstimateCache
+from ghs.manager.queries import QueryService
+from ghs.manager.service import Manager
+from ghs.manager.store import HostFacts, ManagerStore
+from scheduler import predict
+
+HOUR = 3600.0
+
+
+def facts(host_id, cores=1, tau=1.0, seen=0.0):
+    return HostFacts(host_id=host_id, hostname=host_id, cores=cores, tau=tau, os="test",
+                     agent_version="0", simulated=True, first_seen=seen, last_seen=seen)
+
+
+def rows(host_id, count, *, start=1.0e9, rho=0.2, lam=0.004, interval=600.0, first_seq=0,
+         demand=50.0):
+    out = []
+    for k in range(count):
+        begin = start + k * (24 * HOUR / count)
+        arrivals = round(lam * interval)
+        out.append({
+            "host_id": host_id, "seq": first_seq + k, "start_epoch_seconds": begin,
+            "end_epoch_seconds": begin + interval, "lam_per_second": lam, "rho": rho,
+            "tau": None, "service_count": 2, "service_cpu_seconds_sum": 2 * demand,
+            "service_cpu_seconds_sum_squares": 2 * demand**2 + 2 * 100.0,
+            "busy_cpu_seconds": rho * interval, "jobs_started": arrivals, "jobs_between": 0,
+            "running_processes": 1, "lambda_source": "accounting", "rho_source": "kernel",
+            "quality": "", "received_epoch_seconds": 0.0})
+    return out
+
+
+def test_store_keeps_each_host_seq_once(tmp_path):
+    store = ManagerStore(tmp_path / "m.sqlite")
+    store.upsert_host(facts("a"))
+    batch = rows("a", 10)
+    assert store.add_measurements(batch) == 10
+    assert store.add_measurements(batch[5:] + rows("a", 3, first_seq=10, start=2.0e9)) == 3
+    assert store.seqs("a") == list(range(13))
+    count, first, last = store.summary()["a"]
+    assert count == 13 and first == batch[0]["start_epoch_seconds"]
+    assert store.prune(batch[3]["end_epoch_seconds"]) == 3
+    reopened = ManagerStore(tmp_path / "m.sqlite")
+    assert reopened.count() == 10 and reopened.host("a").cores == 1
+
+
+def test_outbox_numbers_keeps_and_forgets(tmp_path):
+    outbox = Outbox(tmp_path / "o.sqlite")
+    assert [outbox.add("a", {"x": i}) for i in range(3)] == [0, 1, 2]
+    assert outbox.add("b", {"x": 9}) == 0
+    assert [seq for seq, _ in outbox.pending("a", 10)] == [0, 1, 2]
+    assert outbox.ack("a", [(0, 1)]) == 2
+    outbox.set_aside("a", 2, "broken")
+    outbox.close()
+    again = Outbox(tmp_path / "o.sqlite")
+    assert again.count("a") == 0 and again.count("b") == 1
+    assert again.add("a", {"x": 3}) == 3  # numbering survives a restart
+
+
+def test_host_states_exclude_stale_and_saturated_and_note_provisional(tmp_path):
+    store = ManagerStore(tmp_path / "m.sqlite")
+    now = 5000.0
+    for name, rho in (("ok", 0.2), ("full", 1.0), ("quiet", 0.2)):
+        store.upsert_host(facts(name, seen=now - (1000 if name == "quiet" else 1)))
+        store.add_measurements(rows(name, 48, rho=rho))
+    store.upsert_host(facts("new", seen=now))
+    store.add_measurements(rows("new", 4)[:2])
+    states = {s.facts.host_id: s for s in EstimateCache(store).states(now, 300.0)}
+    assert states["ok"].host is not None and states["ok"].host.rho == pytest.approx(0.2)
+    assert states["ok"].host.mu == pytest.approx(1 / 50.0)
+    assert "saturated" in states["full"].reason
+    assert states["quiet"].stale and "stale" in states["quiet"].reason
+    assert states["new"].host is not None and any("provisional" in n
+                                                  for n in states["new"].notes)
+
+
+@pytest.fixture
+def running_manager(tmp_path):
+    store = ManagerStore(tmp_path / "m.sqlite")
+    for index in range(4):
+        store.upsert_host(facts(f"h{index}", cores=1 + index % 2, tau=0.8 + 0.2 * index,
+                                seen=time.time()))
+        store.add_measurements(rows(f"h{index}", 48, rho=0.1 + 0.1 * index,
+                                    lam=0.002 * (1 + index)))
+    context = zmq.Context()
+    queries = QueryService(EstimateCache(store), SchedulerConfig(),
+                           stale_after_seconds=600.0, clock=time.time)
+    manager = Manager(context=context, store=store, queries=queries,
+                      agent_endpoint="tcp://127.0.0.1:*")
+    stop = threading.Event()
+    thread = threading.Thread(target=manager.run, args=(stop,), daemon=True)
+    thread.start()
+    yield manager.endpoints[0], context
+    stop.set()
+    thread.join(10)
+    manager.close()
+    context.term()
+
+
+def test_client_rebuilds_the_same_prediction_and_plan(running_manager):
+    endpoint, context = running_manager
+    with Client(endpoint, context=context, timeout_seconds=10) as client:
+        status = client.status()
+        assert len(status.hosts) == 4 and status.counters["received"]["status"] == 1
+        hosts = client.hosts()
+        prediction = client.predict(8 * HOUR)
+        local = predict(hosts, 8 * HOUR)
+        assert prediction.mean == pytest.approx(local.mean, rel=1e-12)
+        assert prediction.quantiles == pytest.approx(local.quantiles, rel=1e-9)
+        assert 0 < float(prediction.cdf(prediction.quantiles["p90"])) < 1
+        plan = client.schedule(8 * HOUR, method="optimal", units=100)
+        assert plan.method == "optimal" and sum(plan.units(100).values()) == 100
+        with pytest.raises(ManagerError) as caught:
+            client.predict(HOUR, hosts=["nope"])
+        assert caught.value.code == "unknown_host"
+        with pytest.raises(ManagerError):
+            client.schedule(HOUR, method="optimal", hosts=["h0"], partition="equal-load",
+                            dist="gamma", units=0)
