@@ -48,6 +48,7 @@ def test_store_keeps_each_host_seq_once(tmp_path):
     assert store.add_measurements(batch[5:] + rows("a", 3, first_seq=10, start=2.0e9)) == 3
     assert store.seqs("a") == list(range(13))
     count, first, last = store.summary()["a"]
+    assert last == 2.0e9 + 2 * 28800 + 600
     assert count == 13 and first == batch[0]["start_epoch_seconds"]
     assert store.prune(batch[3]["end_epoch_seconds"]) == 3
     reopened = ManagerStore(tmp_path / "m.sqlite")
