@@ -21,12 +21,6 @@ USER_ERRORS: tuple[type[Exception], ...] = (GhsError, SchedulerError, SensorErro
                                             ProtocolError)
 
 
-def register_user_errors(*bases: type[Exception]) -> None:
-    """Let another package's error base be reported as a one-line user error."""
-    global USER_ERRORS
-    USER_ERRORS = tuple(dict.fromkeys((*USER_ERRORS, *bases)))
-
-
 def fail(message: str) -> None:
     click.echo(f"ghs: error: {message}", err=True)
     sys.exit(2)

@@ -92,5 +92,3 @@ def selection(ctx, size, seed, repetitions, pools, work, trace_path, window, plo
                        measure_seconds=config_from(ctx).sensor.interval_seconds)
     _render(study, result, as_json, plot_path)
 
-
-COMMANDS = [experiment]

@@ -1,0 +1,153 @@
+"""The sensor's own cost: CPU share and peak memory of a sensor process sampling this machine.
+
+:func:`sensor_overhead` starts ``python -m ghs.benchmarks.sensors`` as a child, which runs the
+adaptive sampler with the default sensor settings (interval, hourly bounds; with no history
+the first hour takes the upper bound, the most expensive steady state) and accounting on into
+its own file, storing measurements in a temporary store. The parent watches the child with
+psutil: CPU seconds between the child's "ready" (imports and set-up done) and "done" lines
+over the wall time between them, and the peak resident set size.
+
+Target (issue 3): under 0.1 % of one core on average and under 40 MB resident, with
+accounting on. Accounting 'on' needs root; otherwise the child runs with accounting off and
+the result says so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import resource
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+_MB = 1024 * 1024
+
+
+def sensor_overhead(duration_seconds: float, *, accounting: str = "on",
+                    python: str = sys.executable) -> dict[str, Any]:
+    """Run a sensor for ``duration_seconds`` and report its CPU % of one core and peak RSS MB.
+
+    Keys: duration_seconds, cpu_percent (steady state, after start-up), cpu_seconds,
+    startup_cpu_seconds, peak_rss_mb (including start-up), rss_mb (at the end), measurements,
+    accounting (own/shared/none), note.
+    """
+    import psutil
+
+    if not duration_seconds > 0:
+        raise ValueError(f"duration_seconds must be > 0, got {duration_seconds!r}")
+    note = ""
+    if accounting == "on" and os.geteuid() != 0:
+        accounting, note = "off", "not root: accounting off"
+    with tempfile.TemporaryDirectory(prefix="ghs-sensor-bench-") as state_dir:
+        root = str(Path(__file__).resolve().parents[2])
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+            [root, *filter(None, [os.environ.get("PYTHONPATH")])])}
+        child = subprocess.Popen(
+            [python, "-m", "ghs.benchmarks.sensors", "--duration", str(duration_seconds),
+             "--accounting", accounting, "--state-dir", state_dir],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        watched = psutil.Process(child.pid)
+        peak_rss = last_rss = 0
+        stop = threading.Event()
+
+        def watch_memory() -> None:
+            nonlocal peak_rss, last_rss
+            while not stop.is_set():
+                try:
+                    last_rss = watched.memory_info().rss
+                except psutil.Error:
+                    return
+                peak_rss = max(peak_rss, last_rss)
+                stop.wait(0.2)
+
+        watcher = threading.Thread(target=watch_memory, daemon=True)
+        watcher.start()
+        try:
+            ready = child.stdout.readline()
+            if ready.strip() != "ready":
+                child.wait(30)
+                raise RuntimeError(f"sensor benchmark child failed: {child.stderr.read()[-2000:]}")
+            started, cpu_started = time.monotonic(), _cpu_seconds(watched)
+            done = child.stdout.readline()
+            ended, cpu_ended = time.monotonic(), _cpu_seconds(watched)
+            steady_rss = watched.memory_info().rss
+            child.wait(60)
+        finally:
+            stop.set()
+            watcher.join()
+            if child.poll() is None:
+                child.kill()
+                child.wait()
+        if not done.strip():
+            raise RuntimeError(f"sensor benchmark child failed: {child.stderr.read()[-2000:]}")
+    report = json.loads(done)
+    steady = cpu_ended - cpu_started
+    return {
+        "duration_seconds": ended - started,
+        "cpu_percent": 100.0 * steady / (ended - started),
+        "cpu_seconds": steady,
+        "startup_cpu_seconds": cpu_started,
+        "peak_rss_mb": max(peak_rss, steady_rss, report["maxrss_kib"] * 1024) / _MB,
+        "rss_mb": steady_rss / _MB,
+        "measurements": report["measurements"],
+        "interval_seconds": report["interval_seconds"],
+        "max_per_hour": report["max_per_hour"],
+        "accounting": report["accounting"],
+        "note": note,
+    }
+
+
+def _cpu_seconds(process: Any) -> float:
+    times = process.cpu_times()
+    return times.user + times.system
+
+
+def _child(duration_seconds: float, accounting: str, state_dir: str) -> None:
+    from ghs.config import SensorConfig
+    from sensors.clock import SystemClock
+    from sensors.host import LocalSensor, options_from
+    from sensors.sampler import AdaptiveSampler
+    from sensors.store import SensorStore
+
+    settings = SensorConfig()
+    options = options_from(settings)
+    options.update(accounting=accounting, accounting_path=os.path.join(state_dir, "pacct"))
+    stop = threading.Event()
+    clock = SystemClock(stop)
+    with LocalSensor(clock=clock, exclude_pids=[os.getpid()], proc_root="/proc",
+                     remove_accounting_file=True, **options) as local:
+        store = SensorStore(os.path.join(state_dir, "sensor.db"),
+                            retention_days=settings.retention_days)
+        sampler = AdaptiveSampler(local, store, clock, random.Random(1),
+                                  interval_seconds=settings.interval_seconds,
+                                  min_per_hour=settings.min_per_hour,
+                                  max_per_hour=settings.max_per_hour,
+                                  window_hours=settings.window_hours)
+        print("ready", flush=True)
+        timer = threading.Timer(duration_seconds, stop.set)
+        timer.start()
+        sampler.run(stop=stop)
+        print(json.dumps({
+            "measurements": len(store.measurements()),
+            "maxrss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+            "accounting": local.session.source,
+            "interval_seconds": settings.interval_seconds,
+            "max_per_hour": settings.max_per_hour,
+        }), flush=True)
+        store.close()
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description="sensor process for sensor_overhead()")
+    parser.add_argument("--duration", type=float, required=True)
+    parser.add_argument("--accounting", choices=("on", "auto", "off"), required=True)
+    parser.add_argument("--state-dir", required=True)
+    arguments = parser.parse_args()
+    _child(arguments.duration, arguments.accounting, arguments.state_dir)

@@ -1,0 +1,92 @@
+"""This machine as a sensor: procfs sources, the accounting session and the process filter.
+
+``open_local_sensor`` takes every setting explicitly; the names match the fields of the
+application's sensor config section, so a caller can pass ``**options_from(section)``.
+User lists may be given as sequences or as comma-separated text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from sensors.accounting_control import AccountingSession
+from sensors.clock import Clock
+from sensors.cpu import ProcStatSource
+from sensors.measurement import HostSensor, Measurement
+from sensors.processes import ProcfsProcessSource, build_filter
+
+LOCAL_SENSOR_OPTIONS = (
+    "accounting", "accounting_path", "accounting_existing", "accounting_candidates",
+    "accounting_max_bytes", "users_allow", "users_deny", "remote_users", "remote_cgroup",
+    "remote_marker",
+)
+
+
+def options_from(settings: object) -> dict[str, Any]:
+    """The :data:`LOCAL_SENSOR_OPTIONS` attributes of a settings object, as keywords."""
+    return {name: getattr(settings, name) for name in LOCAL_SENSOR_OPTIONS}
+
+
+def split_list(value: str | Iterable[str | int]) -> tuple[str, ...]:
+    """``"a, b"`` or ``["a", "b"]`` -> ("a", "b"); empty entries dropped."""
+    items = value.split(",") if isinstance(value, str) else value
+    return tuple(text for item in items if (text := str(item).strip()))
+
+
+class LocalSensor:
+    """A HostSensor of this machine plus the accounting session it reads; a context manager.
+
+    Leaving the context switches accounting off again if (and only if) this sensor switched
+    it on and it still writes to the sensor's file.
+    """
+
+    def __init__(self, *, clock: Clock, exclude_pids: Iterable[int], proc_root: str,
+                 accounting: str, accounting_path: str, accounting_existing: str,
+                 accounting_candidates: str | Sequence[str], accounting_max_bytes: int,
+                 users_allow: str | Sequence[str | int], users_deny: str | Sequence[str | int],
+                 remote_users: str | Sequence[str | int], remote_cgroup: str,
+                 remote_marker: str, remove_accounting_file: bool = False) -> None:
+        self.process_filter = build_filter(
+            users_allow=split_list(users_allow), users_deny=split_list(users_deny),
+            remote_users=split_list(remote_users), remote_cgroup=remote_cgroup,
+            remote_marker=remote_marker, exclude_pids=exclude_pids)
+        self.processes = ProcfsProcessSource(proc_root)
+        self.cpu = ProcStatSource(proc_root)
+        self.clock = clock
+        self.session = AccountingSession(
+            accounting, own_path=accounting_path, candidates=split_list(accounting_candidates),
+            existing=accounting_existing, max_bytes=accounting_max_bytes,
+            remove_own_file=remove_accounting_file, proc_root=proc_root)
+        self.sensor: HostSensor | None = None
+
+    def __enter__(self) -> LocalSensor:
+        self.open()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def open(self) -> HostSensor:
+        try:
+            self.session.open()
+        except BaseException:
+            self.session.close()  # never leave accounting switched on behind a failure
+            raise
+        flags = self.session.flags
+        if self.session.reader is None and self.session.mode != "off":
+            flags += ("accounting_unavailable",)
+        self.sensor = HostSensor(processes=self.processes, cpu=self.cpu,
+                                 accounting=self.session.reader, clock=self.clock,
+                                 process_filter=self.process_filter, accounting_flags=flags)
+        return self.sensor
+
+    def measure(self, interval_seconds: float) -> Measurement:
+        if self.sensor is None:
+            self.open()
+        assert self.sensor is not None
+        return self.sensor.measure(interval_seconds)
+
+    def close(self) -> None:
+        self.session.close()
+        self.sensor = None
