@@ -9,15 +9,19 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+# numpy-only modules load at once; the function ``partition`` must win over the submodule
+# of the same name, which it does by being bound here after that submodule is imported
+from scheduler.errors import (
+    InvalidArgumentError,
+    InvalidHostError,
+    NoUsableHostsError,
+    SchedulerError,
+    TooManyHostsError,
+)
+from scheduler.hosts import Host
+from scheduler.partition import partition, whole_units
+
 _EXPORTS = {
-    "SchedulerError": "scheduler.errors",
-    "InvalidArgumentError": "scheduler.errors",
-    "InvalidHostError": "scheduler.errors",
-    "NoUsableHostsError": "scheduler.errors",
-    "TooManyHostsError": "scheduler.errors",
-    "Host": "scheduler.hosts",
-    "partition": "scheduler.partition",
-    "whole_units": "scheduler.partition",
     "Prediction": "scheduler.prediction",
     "predict": "scheduler.prediction",
     "Exclusion": "scheduler.selection",
@@ -27,7 +31,23 @@ _EXPORTS = {
     "simulate": "scheduler.simulation",
 }
 
-__all__ = sorted(_EXPORTS)
+__all__ = [
+    "Exclusion",
+    "Host",
+    "InvalidArgumentError",
+    "InvalidHostError",
+    "NoUsableHostsError",
+    "Plan",
+    "Prediction",
+    "SchedulerError",
+    "SimulationResult",
+    "TooManyHostsError",
+    "partition",
+    "predict",
+    "schedule",
+    "simulate",
+    "whole_units",
+]
 
 
 def __getattr__(name: str) -> Any:
