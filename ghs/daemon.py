@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import sys
 import threading
 from pathlib import Path
 
@@ -29,3 +30,14 @@ def configure_logging(verbose: bool) -> None:
 def expand(path: str) -> str:
     """``~`` expanded; an empty string stays empty."""
     return str(Path(os.path.expanduser(path))) if path else path
+
+
+def keep_numpy_out() -> None:
+    """Stop numpy from loading in this process (a real agent or sensor needs none of it).
+
+    sqlite-utils imports numpy when it is installed, only to convert numpy values; refusing
+    the import saves about 12 MB resident in a daemon that runs on every workstation. Call it
+    before anything imports sqlite-utils; it does nothing if numpy is already loaded.
+    """
+    if "numpy" not in sys.modules:
+        sys.modules["numpy"] = None  # type: ignore[assignment]

@@ -16,7 +16,7 @@ from ghs.config import Config
 from ghs.hostfile import HostList
 from scheduler import Host, Prediction, predict
 from scheduler.hosts import HostArrays
-from scheduler.partition import _partition, check_work
+from scheduler.partitioning import _partition, check_work
 from scheduler.prediction import QUANTILE_LEVELS, check_hosts
 from scheduler.selection import Plan, schedule
 from scheduler.simulation import simulate

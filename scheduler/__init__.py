@@ -9,19 +9,15 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-# numpy-only modules load at once; the function ``partition`` must win over the submodule
-# of the same name, which it does by being bound here after that submodule is imported
-from scheduler.errors import (
-    InvalidArgumentError,
-    InvalidHostError,
-    NoUsableHostsError,
-    SchedulerError,
-    TooManyHostsError,
-)
-from scheduler.hosts import Host
-from scheduler.partition import partition, whole_units
-
 _EXPORTS = {
+    "SchedulerError": "scheduler.errors",
+    "InvalidArgumentError": "scheduler.errors",
+    "InvalidHostError": "scheduler.errors",
+    "NoUsableHostsError": "scheduler.errors",
+    "TooManyHostsError": "scheduler.errors",
+    "Host": "scheduler.hosts",
+    "partition": "scheduler.partitioning",
+    "whole_units": "scheduler.partitioning",
     "Prediction": "scheduler.prediction",
     "predict": "scheduler.prediction",
     "Exclusion": "scheduler.selection",

@@ -13,7 +13,7 @@ from scheduler import completion
 from scheduler.errors import InvalidArgumentError
 from scheduler.hosts import Host, HostArrays
 from scheduler.model import DEFAULT_DIST, DIST_CHOICES, Servers, build_servers, distribution_codes
-from scheduler.partition import _partition, check_partition, check_work
+from scheduler.partitioning import _partition, check_partition, check_work
 
 QUANTILE_LEVELS = {"p50": 0.5, "p90": 0.9, "p95": 0.95, "p99": 0.99}
 REL_TOL = 1e-5

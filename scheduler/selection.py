@@ -14,7 +14,7 @@ from scheduler import completion
 from scheduler.errors import InvalidArgumentError, NoUsableHostsError, TooManyHostsError
 from scheduler.hosts import Host, HostArrays
 from scheduler.model import DEFAULT_DIST, build_servers, distribution_codes
-from scheduler.partition import _partition, check_partition, check_work, whole_units
+from scheduler.partitioning import _partition, check_partition, check_work, whole_units
 from scheduler.prediction import Prediction, _predict, check_dist, check_hosts
 
 METHODS = ("heuristic", "optimal", "prefix")

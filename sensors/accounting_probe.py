@@ -18,6 +18,7 @@ import os
 import select
 import stat
 import struct
+import time
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -99,6 +100,9 @@ def _mount_points(proc_root: str) -> list[str]:
     return points
 
 
+_PROBE_SECONDS = 2.0
+
+
 def _spawn_exiting_child() -> int:
     with warnings.catch_warnings():
         # The child only calls _exit, which is safe even in a multi-threaded parent.
@@ -143,8 +147,11 @@ def _probe_fanotify(candidates: Sequence[str], proc_root: str) -> ProbeResult | 
         child = _spawn_exiting_child()
         found: ActiveAccounting | None = None
         # The exit record is written before the child is reaped; the short wait only covers
-        # event delivery.
-        while select.select([group], [], [], 0.2)[0]:
+        # event delivery. The deadline matters on a busy machine, where other writers keep
+        # the queue from ever running dry.
+        deadline = time.monotonic() + _PROBE_SECONDS
+        while (found is None and time.monotonic() < deadline
+               and select.select([group], [], [], 0.2)[0]):
             try:
                 buffer = os.read(group, 65536)
             except BlockingIOError:

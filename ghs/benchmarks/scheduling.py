@@ -23,7 +23,7 @@ from scipy import stats
 from scheduler import Host, predict
 from scheduler.hosts import HostArrays
 from scheduler.model import DEFAULT_DIST, conditional_moments
-from scheduler.partition import _partition
+from scheduler.partitioning import _partition
 from scheduler.selection import schedule
 
 LITERAL_BUDGET_SECONDS = 60.0

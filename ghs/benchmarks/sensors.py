@@ -110,6 +110,9 @@ def _cpu_seconds(process: Any) -> float:
 
 
 def _child(duration_seconds: float, accounting: str, state_dir: str) -> None:
+    from ghs.daemon import keep_numpy_out
+
+    keep_numpy_out()  # as the real agent does: the sensor itself never needs numpy
     from ghs.config import SensorConfig
     from sensors.clock import SystemClock
     from sensors.host import LocalSensor, options_from
@@ -151,3 +154,12 @@ if __name__ == "__main__":
     parser.add_argument("--state-dir", required=True)
     arguments = parser.parse_args()
     _child(arguments.duration, arguments.accounting, arguments.state_dir)
+
+
+def show(console: Any, result: dict[str, Any]) -> None:
+    """One line of the sensor's overhead, as ``ghs bench --part sensors`` prints it."""
+    console.print(
+        f"sensor: {result['cpu_percent']:.3f}% of one core over "
+        f"{result['duration_seconds']:.0f} s, peak {result['peak_rss_mb']:.1f} MB resident, "
+        f"{result['measurements']} measurements, accounting {result['accounting']}"
+        + (f" ({result['note']})" if result.get("note") else ""))

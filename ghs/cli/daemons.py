@@ -53,6 +53,10 @@ def manager(ctx, endpoint, client_endpoint, database, insecure, verbose):
 @click.pass_context
 def agent(ctx, endpoint, simulate, speedup, seed, interval, host_id, outbox, verbose):
     """Run the measuring agent: sample this machine (or simulated ones), ship to the manager."""
+    if not simulate:
+        from ghs.daemon import keep_numpy_out
+
+        keep_numpy_out()
     from ghs.agent.runner import build_agent
     from ghs.errors import GhsError
 
