@@ -92,3 +92,107 @@ def selection(ctx, size, seed, repetitions, pools, work, trace_path, window, plo
                        measure_seconds=config_from(ctx).sensor.interval_seconds)
     _render(study, result, as_json, plot_path)
 
+
+
+def _trace_option(function):
+    option = click.option("--trace", "trace_path", type=click.Path(dir_okay=False),
+                          default=None, help="Also run trace-driven workstations cut from "
+                                             "this SWF or CSV log (e.g. LCG.swf.gz).")
+    return option(function)
+
+
+def _validation_options(function):
+    for option in reversed((
+            click.option("--size", type=click.IntRange(min=1), default=48, show_default=True,
+                         help="Launches per family (3 hours apart, after a day of sampling)."),
+            click.option("--seed", type=int, default=7, show_default=True, help="Random seed."),
+            click.option("--stations", type=click.IntRange(min=1, max=64), default=32,
+                         show_default=True, help="Workstations per family."),
+            _trace_option)):
+        function = option(function)
+    return function
+
+
+@experiment.command("error-vs-length")
+@_validation_options
+@click.option("--family", "families", type=click.Choice(["loguniform", "lognormal"]),
+              multiple=True, default=("loguniform", "lognormal"), show_default=True,
+              help="Poisson workstation family (repeatable).")
+@plot_option
+@json_option
+@click.pass_context
+def error_vs_length(ctx, size, seed, stations, trace_path, families, plot_path, as_json):
+    """Prediction error against task length, 1 and 32 workstations (paper figures 4-6)."""
+    from ghs.experiments import error_vs_length as study
+    from ghs.experiments.launches import Sampling
+    from ghs.traces import read_log
+
+    config = config_from(ctx)
+    result = study.run(size=size, seed=seed, log=read_log(trace_path) if trace_path else None,
+                       stations=stations, poisson_kinds=families,
+                       sampling=Sampling.from_config(config.sensor),
+                       dist=config.scheduler.distribution, rho_max=config.scheduler.rho_max)
+    _render(study, result, as_json, plot_path)
+
+
+@experiment.command()
+@_validation_options
+@click.option("--family", "families", type=click.Choice(["loguniform", "lognormal"]),
+              multiple=True, default=("loguniform",), show_default=True,
+              help="Poisson workstation family (repeatable).")
+@plot_option
+@json_option
+@click.pass_context
+def calibration(ctx, size, seed, stations, trace_path, families, plot_path, as_json):
+    """Share of tasks finished by the predicted p50, p90 and p95 against 50%, 90%, 95%."""
+    from ghs.experiments import calibration as study
+    from ghs.experiments.launches import Sampling
+    from ghs.traces import read_log
+
+    config = config_from(ctx)
+    result = study.run(size=size, seed=seed, log=read_log(trace_path) if trace_path else None,
+                       stations=stations, poisson_kinds=families,
+                       sampling=Sampling.from_config(config.sensor),
+                       dist=config.scheduler.distribution, rho_max=config.scheduler.rho_max)
+    _render(study, result, as_json, plot_path)
+
+
+@experiment.command("error-sources")
+@click.option("--trace", "trace_path", type=click.Path(dir_okay=False), required=True,
+              help="The SWF or CSV log to cut workstations from (e.g. LCG.swf.gz).")
+@click.option("--size", type=click.IntRange(min=1), default=48, show_default=True,
+              help="Launches (3 hours apart, after a day of sampling).")
+@click.option("--seed", type=int, default=7, show_default=True, help="Random seed.")
+@click.option("--stations", type=click.IntRange(min=1, max=32), default=8, show_default=True,
+              help="Workstations studied (of the 32 the log is cut into).")
+@plot_option
+@json_option
+@click.pass_context
+def error_sources(ctx, trace_path, size, seed, stations, plot_path, as_json):
+    """What burstiness, heavy tails, non-stationarity and a busy start cost on a real log."""
+    from ghs.experiments import trace_study as study
+    from ghs.experiments.launches import Sampling
+    from ghs.traces import read_log
+
+    config = config_from(ctx)
+    result = study.run(read_log(trace_path), size=size, seed=seed, stations=stations,
+                       sampling=Sampling.from_config(config.sensor),
+                       dist=config.scheduler.distribution)
+    _render(study, result, as_json, plot_path)
+
+
+@experiment.command("sampling-cost")
+@click.option("--size", type=click.IntRange(min=1, max=60), default=3, show_default=True,
+              help="Virtual days of each phase (steady, step, hourly changes).")
+@click.option("--seed", type=int, default=7, show_default=True, help="Random seed.")
+@plot_option
+@json_option
+@click.pass_context
+def sampling_cost(ctx, size, seed, plot_path, as_json):
+    """Measurements per hour as a workstation settles, then changes (paper figure 8)."""
+    from ghs.experiments import sampling_cost as study
+    from ghs.experiments.launches import Sampling
+
+    result = study.run(size=size, seed=seed,
+                       sampling=Sampling.from_config(config_from(ctx).sensor))
+    _render(study, result, as_json, plot_path)

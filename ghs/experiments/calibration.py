@@ -1,0 +1,137 @@
+"""Are the predicted quantiles honest? (``ghs experiment calibration``)
+
+Over the tasks of ``error-vs-length`` (the same families, launches and sampler; see
+:mod:`ghs.experiments.error_vs_length`), the fraction that finished by the predicted p50, p90
+and p95, against the nominal 50%, 90% and 95%: pooled over the task lengths and per length,
+for one workstation and for 32. Beside our prediction (the sampler's 24-hour estimate), the
+same quantiles from the exact parameters of the 24 hours before launch ("past") and from the
+station's long-run parameters ("true", Poisson only) show whether a miss comes from the
+parameters or from the shape of the model's distribution. The clairvoyant model's quantiles
+are in the JSON only: its parameters are measured over the very run being predicted, so they
+already hold that run's luck and their spread means nothing (its mean is the outcome less the
+backlog, so almost no task finishes by its p50). The naive predictor gives no quantiles; its
+column is the fraction of tasks that finished by its point prediction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ghs.experiments.error_vs_length import (
+    PARALLEL_HOURS,
+    SINGLE_HOURS,
+    STATIONS,
+    collect_family,
+    family_names,
+)
+from ghs.experiments.launches import LEVELS, MODELS, SAMPLING, Sampling, coverage
+from ghs.traces import JobLog
+
+NOMINAL = {"p50": 0.5, "p90": 0.9, "p95": 0.95}
+
+
+def run(size: int = 48, seed: int = 7, *, log: JobLog | None = None,
+        stations: int = STATIONS, single_hours: Sequence[float] = SINGLE_HOURS,
+        parallel_hours: Sequence[float] = PARALLEL_HOURS,
+        poisson_kinds: Sequence[str] = ("loguniform",), sampling: Sampling = SAMPLING,
+        dist: str = "lognormal", rho_max: float = 0.9, spacing_hours: int = 3
+        ) -> dict[str, Any]:
+    """Per family and section: coverage of each predictor's quantiles, pooled and per length."""
+    families = []
+    for name in family_names(poisson_kinds, log):
+        family = collect_family(name, size, seed, log=log, stations=stations,
+                                single_hours=single_hours, parallel_hours=parallel_hours,
+                                sampling=sampling, dist=dist, rho_max=rho_max,
+                                spacing_hours=spacing_hours)
+        families.append({"name": name, "info": family["info"], "launches": family["launches"],
+                         "single": _section(family["single"], family["single_hours"]),
+                         "parallel": _section(family["parallel"], family["parallel_hours"])})
+    return {"size": size, "seed": seed, "stations": stations, "dist": dist,
+            "nominal": NOMINAL, "families": families}
+
+
+def _section(tasks: dict[str, np.ndarray], hours: Sequence[float]) -> dict[str, Any]:
+    pooled = _coverages(tasks)
+    per_length = []
+    for k, length in enumerate(hours):
+        column = {key: value[:, k:k + 1] for key, value in tasks.items()}
+        per_length.append({"hours": length, **_coverages(column)})
+    return {"pooled": pooled, "per_length": per_length}
+
+
+def _coverages(tasks: dict[str, np.ndarray]) -> dict[str, Any]:
+    valid = tasks["valid"]
+    entry: dict[str, Any] = {"tasks": int(valid.sum())}
+    for name in MODELS:
+        entry[name] = coverage(tasks, name)
+    entry["naive_by_point"] = (float(np.mean(tasks["simulated"][valid] <= tasks["naive"][valid]))
+                               if valid.any() else None)
+    ours = entry["ours"]
+    entry["ours_worst_gap"] = (max(abs(ours[lv] - NOMINAL[lv]) for lv in LEVELS)
+                               if ours else None)
+    return entry
+
+
+def _cell(values: dict[str, float] | None) -> str:
+    return "-" if values is None else "/".join(f"{values[lv]:.0%}" for lv in LEVELS)
+
+
+def show(console: Any, result: dict[str, Any]) -> None:
+    """Per family: coverage rows (pooled first, then per length) for 1 and 32 workstations."""
+    from rich.table import Table
+
+    for family in result["families"]:
+        table = Table(title=f"{family['name']}: share of tasks finished by the predicted "
+                            f"p50/p90/p95 (nominal 50%/90%/95%), {family['launches']} launches",
+                          title_justify="left")
+        for column in ("section", "work", "tasks", "ours", "past 24h", "true",
+                       "naive by point"):
+            table.add_column(column, justify="right")
+        for section, label in (("single", "1 ws"), ("parallel", f"{result['stations']} ws")):
+            rows = [("all", family[section]["pooled"])] + [
+                (f"{entry['hours']:g} h", entry) for entry in family[section]["per_length"]]
+            for index, (work, entry) in enumerate(rows):
+                naive = entry["naive_by_point"]
+                table.add_row(label if index == 0 else "", work, str(entry["tasks"]),
+                              _cell(entry["ours"]), _cell(entry["past"]), _cell(entry["true"]),
+                              "-" if naive is None else f"{naive:.0%}",
+                              end_section=index == len(rows) - 1, style="bold" if index == 0
+                              else None)
+        console.print(table)
+    console.print("ours: the model fed the sampler's 24-hour estimate; past 24h: the exact "
+                  "parameters of the 24 hours before launch; true: the long-run parameters "
+                  "(Poisson only); naive by point: share finished by dedicated / (1 - last "
+                  "measured utilisation).")
+
+
+def plot(result: dict[str, Any], path: str) -> str | None:
+    """Pooled coverage against nominal per family and section; None if no matplotlib."""
+    try:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+    except ImportError:
+        return None
+    figure = Figure(figsize=(10, 4.5))
+    FigureCanvasAgg(figure)
+    nominal = [NOMINAL[lv] for lv in LEVELS]
+    for index, section in enumerate(("single", "parallel")):
+        axes = figure.add_subplot(1, 2, index + 1)
+        axes.plot([0.0, 1.0], [0.0, 1.0], color="grey", linewidth=0.8)
+        for colour, family in enumerate(result["families"]):
+            pooled = family[section]["pooled"]
+            for name, marker in (("ours", "o"), ("true", "x")):
+                if pooled[name]:
+                    axes.plot(nominal, [pooled[name][lv] for lv in LEVELS], marker=marker,
+                              color=f"C{colour}", linestyle="-" if name == "ours" else ":",
+                              label=f"{family['name']} {name}")
+        axes.set_xlabel("nominal")
+        axes.set_ylabel("share finished by the predicted quantile")
+        axes.set_title("one workstation" if section == "single"
+                       else f"{result['stations']} workstations")
+        axes.legend(fontsize="x-small")
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    return path
