@@ -76,7 +76,7 @@ def _coverages(tasks: dict[str, np.ndarray]) -> dict[str, Any]:
 
 
 def _cell(values: dict[str, float] | None) -> str:
-    return "-" if values is None else "/".join(f"{values[lv]:.0%}" for lv in LEVELS)
+    return "-" if values is None else "/".join(f"{100 * values[lv]:.0f}" for lv in LEVELS)
 
 
 def show(console: Any, result: dict[str, Any]) -> None:
@@ -84,8 +84,8 @@ def show(console: Any, result: dict[str, Any]) -> None:
     from rich.table import Table
 
     for family in result["families"]:
-        table = Table(title=f"{family['name']}: share of tasks finished by the predicted "
-                            f"p50/p90/p95 (nominal 50%/90%/95%), {family['launches']} launches",
+        table = Table(title=f"{family['name']}: % of tasks finished by the predicted "
+                            f"p50/p90/p95 (nominal 50/90/95), {family['launches']} launches",
                           title_justify="left")
         for column in ("section", "work", "tasks", "ours", "past 24h", "true",
                        "naive by point"):
@@ -97,7 +97,7 @@ def show(console: Any, result: dict[str, Any]) -> None:
                 naive = entry["naive_by_point"]
                 table.add_row(label if index == 0 else "", work, str(entry["tasks"]),
                               _cell(entry["ours"]), _cell(entry["past"]), _cell(entry["true"]),
-                              "-" if naive is None else f"{naive:.0%}",
+                              "-" if naive is None else f"{100 * naive:.0f}",
                               end_section=index == len(rows) - 1, style="bold" if index == 0
                               else None)
         console.print(table)

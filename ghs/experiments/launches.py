@@ -36,6 +36,7 @@ import numpy as np
 
 from ghs.errors import GhsError
 from ghs.experiments.partition import NAIVE_MAX_UTILISATION, naive_predictions
+from ghs.manager.estimates import model_parameters
 from ghs.simulated_hosts import simulated_host, trace_rows
 from scheduler import Host, predict
 from scheduler.simulation import simulate_trace_many
@@ -149,13 +150,8 @@ def host_from_estimate(name: str, estimate: Estimate, rho_cap: float = RHO_CAP) 
     (sigma = 1/mu); no measurement at all: an idle host. The utilisation is capped at
     ``rho_cap`` (the manager would call a host at rho >= 1 saturated and unusable).
     """
-    lam = estimate.lam or 0.0
-    rho = min(estimate.rho or 0.0, rho_cap)
-    mu = estimate.mu
-    if lam == 0 or mu is None:
-        mu = lam / rho if lam > 0 and rho > 0 else 1.0
-    sigma = estimate.sigma if estimate.sigma is not None else 1.0 / mu
-    return Host(name, lam=lam, mu=mu, sigma=sigma, rho=rho)
+    lam, mu, sigma, _ = model_parameters(estimate, cores=1)
+    return Host(name, lam=lam, mu=mu, sigma=sigma, rho=min(estimate.rho or 0.0, rho_cap))
 
 
 def window_host(name: str, trace: Trace, start_seconds: float, end_seconds: float) -> Host:

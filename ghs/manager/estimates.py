@@ -114,6 +114,26 @@ class EstimateCache:
         return estimate, tau
 
 
+def model_parameters(estimate: Estimate, cores: int
+                     ) -> tuple[float, float, float, tuple[str, ...]]:
+    """(lam, mu, sigma, notes): what the scheduler uses for a host's 24-hour estimate.
+
+    No finished job seen: mu from the utilisation law, lam / (cores rho); no arrivals: any mu
+    (the demand law does not matter then); spread unknown: exponential, sigma = 1/mu.
+    """
+    notes: list[str] = []
+    lam, rho = estimate.lam or 0.0, estimate.rho or 0.0
+    mu, sigma = estimate.mu, estimate.sigma
+    if lam == 0 or mu is None:
+        if lam > 0:
+            notes.append("no finished local jobs seen: service rate assumed from rho")
+        mu = lam / (cores * rho) if rho > 0 and lam > 0 else 1.0
+    if sigma is None:
+        sigma = 1.0 / mu
+        notes.append("demand spread unknown: exponential assumed (sigma = 1/mu)")
+    return lam, mu, sigma, tuple(notes)
+
+
 def _state(facts: HostFacts, estimate: Estimate | None, tau: float | None, count: int,
            stale: bool, now: float) -> HostState:
     notes: list[str] = []
@@ -129,19 +149,11 @@ def _state(facts: HostFacts, estimate: Estimate | None, tau: float | None, count
     if estimate.rho >= 1.0:
         return HostState(facts, estimate, count, False, None,
                          f"rho {estimate.rho:.3g} >= 1: saturated by local jobs", tuple(notes))
-    mu, sigma = estimate.mu, estimate.sigma
-    if estimate.lam == 0 or mu is None:
-        if estimate.lam > 0:
-            notes.append("no finished local jobs seen: service rate assumed from rho")
-        # with no arrivals the demand law does not matter; keep it consistent with rho
-        mu = estimate.lam / (facts.cores * estimate.rho) if estimate.rho > 0 and \
-            estimate.lam > 0 else 1.0
-    if sigma is None:
-        sigma = 1.0 / mu
-        notes.append("demand spread unknown: exponential assumed (sigma = 1/mu)")
-    if not all(math.isfinite(v) for v in (estimate.lam, mu, sigma, estimate.rho)):
+    lam, mu, sigma, filled = model_parameters(estimate, facts.cores)
+    notes.extend(filled)
+    if not all(math.isfinite(v) for v in (lam, mu, sigma, estimate.rho)):
         return HostState(facts, estimate, count, False, None, "estimate not finite",
                          tuple(notes))
-    host = Host(facts.host_id, lam=estimate.lam, mu=mu, sigma=sigma, rho=estimate.rho,
+    host = Host(facts.host_id, lam=lam, mu=mu, sigma=sigma, rho=estimate.rho,
                 tau=facts.tau, cores=facts.cores)
     return HostState(facts, estimate, count, False, host, None, tuple(notes))
