@@ -93,7 +93,6 @@ def selection(ctx, size, seed, repetitions, pools, work, trace_path, window, plo
     _render(study, result, as_json, plot_path)
 
 
-
 def _trace_option(function):
     option = click.option("--trace", "trace_path", type=click.Path(dir_okay=False),
                           default=None, help="Also run trace-driven workstations cut from "
@@ -113,6 +112,20 @@ def _validation_options(function):
     return function
 
 
+def _run_launches(ctx, study, size, seed, stations, trace_path, families, plot_path,
+                  as_json):
+    """The launch-based studies take the same inputs: sampler settings and scheduler rules."""
+    from ghs.experiments.launches import Sampling
+    from ghs.traces import read_log
+
+    config = config_from(ctx)
+    result = study.run(size=size, seed=seed, log=read_log(trace_path) if trace_path else None,
+                       stations=stations, poisson_kinds=families,
+                       sampling=Sampling.from_config(config.sensor),
+                       dist=config.scheduler.distribution, rho_max=config.scheduler.rho_max)
+    _render(study, result, as_json, plot_path)
+
+
 @experiment.command("error-vs-length")
 @_validation_options
 @click.option("--family", "families", type=click.Choice(["loguniform", "lognormal"]),
@@ -124,15 +137,8 @@ def _validation_options(function):
 def error_vs_length(ctx, size, seed, stations, trace_path, families, plot_path, as_json):
     """Prediction error against task length, 1 and 32 workstations (paper figures 4-6)."""
     from ghs.experiments import error_vs_length as study
-    from ghs.experiments.launches import Sampling
-    from ghs.traces import read_log
 
-    config = config_from(ctx)
-    result = study.run(size=size, seed=seed, log=read_log(trace_path) if trace_path else None,
-                       stations=stations, poisson_kinds=families,
-                       sampling=Sampling.from_config(config.sensor),
-                       dist=config.scheduler.distribution, rho_max=config.scheduler.rho_max)
-    _render(study, result, as_json, plot_path)
+    _run_launches(ctx, study, size, seed, stations, trace_path, families, plot_path, as_json)
 
 
 @experiment.command()
@@ -146,15 +152,8 @@ def error_vs_length(ctx, size, seed, stations, trace_path, families, plot_path, 
 def calibration(ctx, size, seed, stations, trace_path, families, plot_path, as_json):
     """Share of tasks finished by the predicted p50, p90 and p95 against 50%, 90%, 95%."""
     from ghs.experiments import calibration as study
-    from ghs.experiments.launches import Sampling
-    from ghs.traces import read_log
 
-    config = config_from(ctx)
-    result = study.run(size=size, seed=seed, log=read_log(trace_path) if trace_path else None,
-                       stations=stations, poisson_kinds=families,
-                       sampling=Sampling.from_config(config.sensor),
-                       dist=config.scheduler.distribution, rho_max=config.scheduler.rho_max)
-    _render(study, result, as_json, plot_path)
+    _run_launches(ctx, study, size, seed, stations, trace_path, families, plot_path, as_json)
 
 
 @experiment.command("error-sources")
