@@ -122,15 +122,20 @@ def write_keypair(pair: KeyPair, directory: str | Path, name: str, *,
     return public_path, secret_path
 
 
-def _parse_certificate(path: Path) -> dict[str, bytes]:
+def _read_text(path: Path, what: str) -> str:
+    """The file's ASCII text, or KeyFileError naming ``what`` and the path."""
     try:
-        content = path.read_text(encoding="ascii")
+        return path.read_text(encoding="ascii")
     except FileNotFoundError:
-        raise KeyFileError(f"key file {path} does not exist", field="path",
+        raise KeyFileError(f"{what} {path} does not exist", field="path",
                            value=str(path)) from None
     except (OSError, UnicodeDecodeError) as exc:
-        raise KeyFileError(f"cannot read key file {path}: {exc}", field="path",
+        raise KeyFileError(f"cannot read {what} {path}: {exc}", field="path",
                            value=str(path)) from None
+
+
+def _parse_certificate(path: Path) -> dict[str, bytes]:
+    content = _read_text(path, "key file")
     found: dict[str, bytes] = {}
     for line in content.splitlines():
         match = _KEY_LINE.match(line)
@@ -176,14 +181,7 @@ def load_allowed_keys(path: str | Path) -> frozenset[bytes]:
     path = Path(path)
     if path.is_dir():
         return frozenset(read_public_key(item) for item in sorted(path.glob(f"*{_PUBLIC_SUFFIX}")))
-    try:
-        content = path.read_text(encoding="ascii")
-    except FileNotFoundError:
-        raise KeyFileError(f"allow-list {path} does not exist", field="path",
-                           value=str(path)) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise KeyFileError(f"cannot read allow-list {path}: {exc}", field="path",
-                           value=str(path)) from None
+    content = _read_text(path, "allow-list")
     if "public-key" in content:
         return frozenset({read_public_key(path)})
     keys = set()

@@ -132,43 +132,43 @@ BODY_KEYS: dict[str, dict[str, str]] = {
 }
 
 
+def _reply_schema(type_name: str) -> Schema:
+    return Schema({"request_id": REQUEST_ID, "body": _body(BODY_KEYS[type_name])},
+                  also=HEADER)
+
+
 @dataclass(frozen=True)
-class StatusReply(Message):
+class _BodyReply(Message):
+    """A manager's answer whose ``body`` is plain data with the type's required keys."""
+
+    IS_REPLY: ClassVar[bool] = True
+
+    request_id: int
+    body: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class StatusReply(_BodyReply):
     """``body``: {"hosts": [{"name", "lam", "mu", ...}], "counters": {...}, ...}."""
 
     TYPE: ClassVar[str] = "status_reply"
-    IS_REPLY: ClassVar[bool] = True
-    SCHEMA: ClassVar[Schema] = Schema({
-        "request_id": REQUEST_ID, "body": _body(BODY_KEYS["status_reply"])}, also=HEADER)
-
-    request_id: int
-    body: dict[str, Any]
+    SCHEMA: ClassVar[Schema] = _reply_schema("status_reply")
 
 
 @dataclass(frozen=True)
-class PredictReply(Message):
+class PredictReply(_BodyReply):
     """``body``: the JSON of ``ghs predict --json`` (hosts, mean, std, cov, quantiles, ...)."""
 
     TYPE: ClassVar[str] = "predict_reply"
-    IS_REPLY: ClassVar[bool] = True
-    SCHEMA: ClassVar[Schema] = Schema({
-        "request_id": REQUEST_ID, "body": _body(BODY_KEYS["predict_reply"])}, also=HEADER)
-
-    request_id: int
-    body: dict[str, Any]
+    SCHEMA: ClassVar[Schema] = _reply_schema("predict_reply")
 
 
 @dataclass(frozen=True)
-class ScheduleReply(Message):
+class ScheduleReply(_BodyReply):
     """``body``: the JSON of ``ghs schedule --json`` (predict's plus method, evaluations, ...)."""
 
     TYPE: ClassVar[str] = "schedule_reply"
-    IS_REPLY: ClassVar[bool] = True
-    SCHEMA: ClassVar[Schema] = Schema({
-        "request_id": REQUEST_ID, "body": _body(BODY_KEYS["schedule_reply"])}, also=HEADER)
-
-    request_id: int
-    body: dict[str, Any]
+    SCHEMA: ClassVar[Schema] = _reply_schema("schedule_reply")
 
 
 @dataclass(frozen=True)
