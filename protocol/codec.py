@@ -23,9 +23,19 @@ from protocol.errors import (
 )
 from protocol.fields import invalid, show
 from protocol.limits import DEFAULT_LIMITS, MAX_WIRE_INT, Limits
-from protocol.messages import Ack, Heartbeat, Hello, MeasurementBatch, Message, check_version
+from protocol.messages import (
+    Ack,
+    Heartbeat,
+    Hello,
+    MeasurementBatch,
+    Message,
+    check_type_version,
+    check_version,
+)
 from protocol.queries import (
     ErrorReply,
+    HistoryReply,
+    HistoryRequest,
     PredictReply,
     PredictRequest,
     ScheduleReply,
@@ -33,11 +43,13 @@ from protocol.queries import (
     StatusReply,
     StatusRequest,
 )
+from protocol.streams import RecordBatch
 
 MESSAGE_TYPES: Mapping[str, type[Message]] = {
     cls.TYPE: cls for cls in (
         Hello, MeasurementBatch, Heartbeat, StatusRequest, PredictRequest, ScheduleRequest,
-        Ack, StatusReply, PredictReply, ScheduleReply, ErrorReply)
+        RecordBatch, HistoryRequest, Ack, StatusReply, PredictReply, ScheduleReply,
+        HistoryReply, ErrorReply)
 }
 REQUEST_TYPES = frozenset(name for name, cls in MESSAGE_TYPES.items() if not cls.IS_REPLY)
 """What the manager accepts."""
@@ -61,8 +73,12 @@ def encode(message: Message, *, limits: Limits = DEFAULT_LIMITS) -> bytes:
     if not isinstance(message, Message) or MESSAGE_TYPES.get(cls.TYPE) is not cls:
         raise UnknownTypeError(f"cannot encode {show(message)}: not a protocol message",
                                field="type")
-    validated = cls.from_fields(message.to_dict(), limits)
-    data = msgpack.packb(validated.to_dict(), use_bin_type=True)
+    wire = message.to_dict()
+    check_type_version(cls, wire["v"])
+    validated = cls.from_fields(wire, limits)
+    wire = validated.to_dict()
+    wire["v"] = message.wire_version
+    data = msgpack.packb(wire, use_bin_type=True)
     cap = max_bytes(cls, limits)
     if len(data) > cap:
         raise MessageTooLargeError(
@@ -129,13 +145,16 @@ def decode(data: bytes | bytearray | memoryview, *, limits: Limits = DEFAULT_LIM
     request_id = value.get("request_id")
     message_type = value.get("type")
     try:
-        check_version(value)
+        version = check_version(value)
         cls = _message_class(message_type, expect)
+        check_type_version(cls, version)
         cap = max_bytes(cls, limits)
         if size > cap:
             raise MessageTooLargeError(
                 f"{cls.TYPE} message is {size} bytes; at most {cap} are allowed", value=size)
-        return cls.from_fields(value, limits)
+        message = cls.from_fields(value, limits)
+        message.__dict__["_wire_version"] = version
+        return message
     except ProtocolError as exc:
         if type(request_id) is int and 0 <= request_id <= MAX_WIRE_INT:
             exc.request_id = request_id

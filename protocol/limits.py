@@ -11,10 +11,10 @@ from dataclasses import dataclass
 
 from protocol.errors import InvalidFieldError
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2
 """The version ``encode`` writes into every message's ``v``."""
 
-SUPPORTED_VERSIONS = frozenset({1})
+SUPPORTED_VERSIONS = frozenset({1, 2})
 """The versions ``decode`` accepts."""
 
 MAX_WIRE_INT = 2**63 - 1

@@ -9,7 +9,8 @@ or nil; ``to_dict`` leaves them out when they are None.
 Agent -> manager (each carries ``request_id``, echoed by the reply):
 
 - ``hello``: host_id, hostname, os, agent_version (str); cores (int >= 1); tau (float > 0);
-  simulated (bool, optional).
+  simulated (bool, optional); replay_zero_epoch_seconds (float, optional, version 2: the
+  epoch that log time 0 of a replayed host is mapped to).
 - ``measurements``: host_id (str); measurements (list of 1..max_batch_measurements maps, see
   ``Measurement``), sequence numbers distinct within the batch.
 - ``heartbeat``: host_id (str); sent_epoch_seconds (float >= 0, agent's clock);
@@ -18,7 +19,12 @@ Agent -> manager (each carries ``request_id``, echoed by the reply):
 Manager -> agent:
 
 - ``ack``: request_id (int), host_id (str), acked (list of [first, last] inclusive sequence
-  ranges, ascending, not overlapping; may be empty, as in the answer to a hello or heartbeat).
+  ranges, ascending, not overlapping; may be empty, as in the answer to a hello or heartbeat);
+  stream (optional, version 2: which record stream the ranges belong to; absent means
+  measurements).
+
+Version 2 adds the record streams of ``protocol.streams``. Every message type names the
+version that introduced it (``MIN_VERSION``); one sent with an older ``v`` is refused.
 """
 
 from __future__ import annotations
@@ -27,12 +33,19 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
 
-from protocol.errors import InvalidFieldError, MissingFieldError, ProtocolError, UnknownVersionError
+from protocol.errors import (
+    InvalidFieldError,
+    MissingFieldError,
+    ProtocolError,
+    UnknownTypeError,
+    UnknownVersionError,
+)
 from protocol.fields import (
     Bad,
     Field,
     Schema,
     boolean,
+    choice,
     identifier,
     invalid,
     quality_flags,
@@ -59,6 +72,9 @@ MAX_CPU_SECONDS_SUM = 1e15
 # Relative slack for rounding when comparing sums of squares against squared sums.
 _ROUNDING = 1e-9
 
+STREAMS = ("capacity", "running", "templates")
+"""Record streams besides ``measurements`` (protocol version 2, see ``protocol.streams``)."""
+
 M = TypeVar("M", bound="Message")
 
 REQUEST_ID = Field(whole())
@@ -78,6 +94,14 @@ def check_version(data: Mapping[str, Any]) -> int:
     return version
 
 
+def check_type_version(cls: type[Message], version: int) -> None:
+    """Refuse a message type newer than the version its sender claims to speak."""
+    if version < cls.MIN_VERSION:
+        raise UnknownTypeError(f"type: {cls.TYPE!r} needs protocol version "
+                               f"{cls.MIN_VERSION} or later, the message says {version}",
+                               field="type", value=cls.TYPE)
+
+
 @dataclass(frozen=True)
 class Message:
     """Base of every message. ``TYPE`` is the wire ``type``; ``SCHEMA`` its fields.
@@ -88,11 +112,24 @@ class Message:
 
     TYPE: ClassVar[str] = ""
     IS_REPLY: ClassVar[bool] = False
+    MIN_VERSION: ClassVar[int] = 1
     SCHEMA: ClassVar[Schema] = Schema({})
 
+    @property
+    def wire_version(self) -> int:
+        """The protocol version this message was received in (current if built here)."""
+        return self.__dict__.get("_wire_version", PROTOCOL_VERSION)
+
+    def in_version(self: M, version: int) -> M:
+        """This message to be sent in ``version`` (a reply speaks its request's version)."""
+        check_type_version(type(self), version)
+        self.__dict__["_wire_version"] = version
+        return self
+
     def to_dict(self) -> dict[str, Any]:
-        """The wire map: ``v``, ``type`` and every field that is not None."""
-        out: dict[str, Any] = {"v": PROTOCOL_VERSION, "type": self.TYPE}
+        """The wire map: ``v``, ``type`` and every field that is not None. ``v`` is the
+        version a decoded message arrived with, else the current one."""
+        out: dict[str, Any] = {"v": self.wire_version, "type": self.TYPE}
         for name in self.SCHEMA.fields:
             value = getattr(self, name)
             if value is not None:
@@ -105,10 +142,13 @@ class Message:
         """Validate a wire map of this type and build the message; raises ProtocolError."""
         if not isinstance(data, Mapping):
             raise invalid("message", "a map", data)
-        check_version(data)
+        version = check_version(data)
         if data.get("type") != cls.TYPE:
             raise invalid("type", repr(cls.TYPE), data.get("type"))
-        return cls.from_fields(data, limits)
+        check_type_version(cls, version)
+        message = cls.from_fields(data, limits)
+        message.__dict__["_wire_version"] = version
+        return message
 
     @classmethod
     def from_fields(cls: type[M], data: Mapping[str, Any], limits: Limits) -> M:
@@ -155,6 +195,7 @@ class Hello(Message):
         "os": Field(text),
         "agent_version": Field(text),
         "simulated": Field(boolean, required=False),
+        "replay_zero_epoch_seconds": Field(real(), required=False),
     })
 
     request_id: int
@@ -165,6 +206,7 @@ class Hello(Message):
     os: str
     agent_version: str
     simulated: bool | None = None
+    replay_zero_epoch_seconds: float | None = None
 
 
 @dataclass(frozen=True)
@@ -243,20 +285,20 @@ class Measurement:
             raise invalid("end_epoch_seconds",
                           f"after start_epoch_seconds ({values['start_epoch_seconds']!r})",
                           values["end_epoch_seconds"])
-        _check_service_statistics(values)
+        check_service_statistics(values)
         return _build(cls, values)
 
 
-def _check_service_statistics(values: dict[str, Any]) -> None:
-    count = values["service_count"]
-    total = values["service_cpu_seconds_sum"]
-    squares = values["service_cpu_seconds_sum_squares"]
+def check_service_statistics(values: dict[str, Any], count_key: str = "service_count",
+                             sum_key: str = "service_cpu_seconds_sum",
+                             squares_key: str = "service_cpu_seconds_sum_squares") -> None:
+    """Sufficient statistics of CPU seconds that some set of jobs could have produced."""
+    count, total, squares = values[count_key], values[sum_key], values[squares_key]
     if count == 0:
         if total != 0.0 or squares != 0.0:
             raise InvalidFieldError(
-                "service_cpu_seconds_sum: service_cpu_seconds_sum and "
-                "service_cpu_seconds_sum_squares must be 0 when service_count is 0, got "
-                f"{total!r} and {squares!r}", field="service_cpu_seconds_sum", value=total)
+                f"{sum_key}: {sum_key} and {squares_key} must be 0 when {count_key} is 0, got "
+                f"{total!r} and {squares!r}", field=sum_key, value=total)
         return
     # n values >= 0 with this sum have sum^2/n <= sum of squares <= sum^2 (Cauchy-Schwarz).
     low = total * (total / count)
@@ -264,9 +306,9 @@ def _check_service_statistics(values: dict[str, Any]) -> None:
     slack = _ROUNDING * high + 1e-300
     if not low - slack <= squares <= high + slack:
         raise InvalidFieldError(
-            f"service_cpu_seconds_sum_squares: must lie in [sum^2/count, sum^2] = "
-            f"[{low:g}, {high:g}] for {count} jobs summing to {total:g} CPU seconds, "
-            f"got {squares!r}", field="service_cpu_seconds_sum_squares", value=squares)
+            f"{squares_key}: must lie in [sum^2/count, sum^2] = "
+            f"[{low:g}, {high:g}] for {count:g} jobs summing to {total:g} CPU seconds, "
+            f"got {squares!r}", field=squares_key, value=squares)
 
 
 def _measurement_list(value: Any, limits: Limits) -> tuple[Measurement, ...]:
@@ -336,11 +378,13 @@ class Ack(Message):
         "request_id": REQUEST_ID,
         "host_id": Field(text),
         "acked": Field(seq_ranges),
+        "stream": Field(choice(STREAMS), required=False),
     })
 
     request_id: int
     host_id: str
     acked: tuple[tuple[int, int], ...] = ()
+    stream: str | None = None
 
     def seqs(self) -> Iterator[int]:
         """Every acknowledged sequence number, ascending."""

@@ -37,6 +37,7 @@ from protocol.fields import (
     plain_data,
     real,
     reason_text,
+    text,
     whole,
 )
 from protocol.limits import DEFAULT_LIMITS, Limits
@@ -115,6 +116,8 @@ def _body(required: Mapping[str, str]) -> Field:
                 good = isinstance(item, list) and all(isinstance(i, dict) for i in item)
             elif kind == "map":
                 good = isinstance(item, dict)
+            elif kind == "list":
+                good = isinstance(item, list)
             else:
                 good = isinstance(item, str)
             if not good:
@@ -129,6 +132,7 @@ BODY_KEYS: dict[str, dict[str, str]] = {
     "predict_reply": {"hosts": "list of maps", "mean": "number", "std": "number"},
     "schedule_reply": {"hosts": "list of maps", "mean": "number", "std": "number",
                        "method": "string"},
+    "history_reply": {"host": "string", "capacity": "list", "measurements": "list of maps"},
 }
 
 
@@ -169,6 +173,33 @@ class ScheduleReply(_BodyReply):
 
     TYPE: ClassVar[str] = "schedule_reply"
     SCHEMA: ClassVar[Schema] = _reply_schema("schedule_reply")
+
+
+@dataclass(frozen=True)
+class HistoryRequest(Message):
+    """Ask for one host's measurements, capacity series and latest running-jobs snapshot over
+    the ``since_seconds`` before its latest record (absent: 24 hours). Version 2."""
+
+    TYPE: ClassVar[str] = "history"
+    MIN_VERSION: ClassVar[int] = 2
+    SCHEMA: ClassVar[Schema] = Schema({
+        "request_id": REQUEST_ID,
+        "host_id": Field(text),
+        "since_seconds": Field(real(0.0, low_open=True), required=False),
+    }, also=HEADER)
+
+    request_id: int
+    host_id: str
+    since_seconds: float | None = None
+
+
+@dataclass(frozen=True)
+class HistoryReply(_BodyReply):
+    """``body``: the JSON of ``ghs history --json``. Version 2."""
+
+    TYPE: ClassVar[str] = "history_reply"
+    MIN_VERSION: ClassVar[int] = 2
+    SCHEMA: ClassVar[Schema] = _reply_schema("history_reply")
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ import msgpack
 import pytest
 
 from protocol import (
+    PROTOCOL_VERSION,
     REPLY_TYPES,
     REQUEST_TYPES,
     Limits,
@@ -18,7 +19,8 @@ from protocol import (
     decode,
     encode,
 )
-from protocol.messages import Hello
+from protocol.codec import unpack
+from protocol.messages import Ack, Hello
 
 MEASUREMENT = {
     "seq": 1, "start_epoch_seconds": 1_700_000_000.0, "end_epoch_seconds": 1_700_000_060.0,
@@ -31,6 +33,10 @@ HELLO = {"v": 1, "type": "hello", "request_id": 7, "host_id": "ws1", "hostname":
          "cores": 4, "tau": 1.0, "os": "Linux", "agent_version": "0.1.0"}
 BATCH = {"v": 1, "type": "measurements", "request_id": 8, "host_id": "ws1",
          "measurements": [MEASUREMENT]}
+RECORDS = {"v": 2, "type": "records", "request_id": 10, "host_id": "ws1", "stream": "capacity",
+           "records": [{"seq": 0, "start_epoch_seconds": 0.0, "end_epoch_seconds": 60.0,
+                        "available_cpu_seconds": 30.0,
+                        "per_core_available_cpu_seconds": [30.0]}]}
 PREDICT = {"v": 1, "type": "predict", "request_id": 9, "work_seconds": 3600.0}
 REPLY = {"v": 1, "type": "predict_reply", "request_id": 9,
          "body": {"hosts": [], "mean": 1.0, "std": 0.0}}
@@ -79,7 +85,8 @@ CASES = [
     ("overlong string", changed(HELLO, os="x" * 5000), "malformed", "max_str_len"),
     # version and type
     ("missing v", without(HELLO, "v"), "missing_field", "v: required"),
-    ("v 2", changed(HELLO, v=2), "unknown_version", "version 2"),
+    ("v 3", changed(HELLO, v=3), "unknown_version", "version 3"),
+    ("records in v 1", changed(RECORDS, v=1), "unknown_type", "needs protocol version 2"),
     ("v 0", changed(HELLO, v=0), "unknown_version", "supported: 1"),
     ("v as string", changed(HELLO, v="1"), "invalid_field", "v: must be a whole number"),
     ("missing type", without(HELLO, "type"), "missing_field", "type: required"),
@@ -165,8 +172,18 @@ def test_rejection_code_and_reason(payload: bytes, code: str, words: str) -> Non
 
 
 def test_the_base_cases_are_valid() -> None:
-    for base in (HELLO, BATCH, PREDICT, REPLY):
+    for base in (HELLO, BATCH, PREDICT, REPLY, RECORDS):
         assert decode(pack(base)).to_dict() == {k: v for k, v in base.items()}
+
+
+def test_a_message_re_encodes_in_the_version_it_came_in() -> None:
+    old = decode(pack(HELLO))
+    assert (old.wire_version, decode(encode(old)).wire_version) == (1, 1)
+    reply = Ack(request_id=7, host_id="ws1").in_version(old.wire_version)
+    assert unpack(encode(reply))["v"] == 1
+    assert Ack(request_id=7, host_id="ws1").wire_version == PROTOCOL_VERSION == 2
+    with pytest.raises(ProtocolError, match="needs protocol version 2"):
+        decode(encode(decode(pack(RECORDS)))).in_version(1)
 
 
 def test_errors_carry_the_request_id_and_type_when_readable() -> None:

@@ -42,6 +42,19 @@ VALID = [
     {"v": 1, "type": "status_reply", "request_id": 2,
      "body": {"hosts": [{"name": "a", "rho": 0.1}], "counters": {"received": 3}}},
     {"v": 1, "type": "error", "code": "malformed", "reason": "bad", "request_id": 3},
+    {"v": 2, "type": "records", "request_id": 11, "host_id": "ws1", "stream": "capacity",
+     "records": [{"seq": 0, "start_epoch_seconds": 0.0, "end_epoch_seconds": 60.0,
+                  "available_cpu_seconds": 70.0, "per_core_available_cpu_seconds": [40.0, 30.0]}]},
+    {"v": 2, "type": "records", "request_id": 12, "host_id": "ws1", "stream": "running",
+     "records": [{"seq": 3, "epoch_seconds": 60.0, "run_queue_length": 2, "jobs": [
+         {"cpu_seconds": 4.5, "wall_seconds": 9.0, "command": "make", "user": "ann"}]}]},
+    {"v": 2, "type": "records", "request_id": 13, "host_id": "ws1", "stream": "templates",
+     "records": [{"seq": 1, "as_of_epoch_seconds": 60.0, "scope": "command", "user": "ann",
+                  "command": "make", "bins": [[3, 2], [40, 1]], "count": 3,
+                  "cpu_seconds_sum": 7.0, "cpu_seconds_sum_squares": 25.0}]},
+    {"v": 2, "type": "ack", "request_id": 11, "host_id": "ws1", "acked": [[0, 0]],
+     "stream": "capacity"},
+    {"v": 2, "type": "history", "request_id": 14, "host_id": "ws1", "since_seconds": 3600.0},
 ]
 VALID_BYTES = [msgpack.packb(m) for m in VALID]
 FIELD_NAMES = sorted({key for m in VALID for key in m} | set(MEASUREMENT) | {"body", "mean"})

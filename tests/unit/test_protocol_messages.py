@@ -19,6 +19,8 @@ from protocol import (
     ErrorReply,
     Heartbeat,
     Hello,
+    HistoryReply,
+    HistoryRequest,
     InvalidFieldError,
     Limits,
     Measurement,
@@ -26,6 +28,7 @@ from protocol import (
     PredictReply,
     PredictRequest,
     ProtocolError,
+    RecordBatch,
     ScheduleReply,
     ScheduleRequest,
     StatusReply,
@@ -86,6 +89,23 @@ EXAMPLES = [
                                       "elapsed_seconds": 0.004, "units": [1000]}),
     ErrorReply(code="invalid_field", reason="work_seconds: must be > 0", request_id=6),
     ErrorReply(code="malformed", reason="not one valid msgpack value"),
+    Hello(request_id=9, host_id="lcg-3", hostname="lcg-3", cores=1, tau=1.0, os="replay",
+          agent_version="0.2.0", simulated=True, replay_zero_epoch_seconds=1.7e9),
+    RecordBatch(request_id=10, host_id="ws1", stream="capacity", records=(
+        {"seq": 0, "start_epoch_seconds": 0.0, "end_epoch_seconds": 60.0,
+         "available_cpu_seconds": 70.0, "per_core_available_cpu_seconds": [40.0, 30.0]},)),
+    RecordBatch(request_id=11, host_id="ws1", stream="running", records=(
+        {"seq": 0, "epoch_seconds": 60.0, "run_queue_length": 1, "jobs_omitted": 0,
+         "jobs": [{"cpu_seconds": 1.0, "wall_seconds": 2.0, "command": "cc", "user": "a"}]},
+        {"seq": 1, "epoch_seconds": 120.0, "run_queue_length": 0, "jobs": []})),
+    RecordBatch(request_id=12, host_id="ws1", stream="templates", records=(
+        {"seq": 0, "as_of_epoch_seconds": 60.0, "scope": "pooled", "bins": [[5, 2]],
+         "count": 2, "cpu_seconds_sum": 2.0, "cpu_seconds_sum_squares": 2.5},)),
+    Ack(request_id=10, host_id="ws1", acked=((0, 0),), stream="capacity"),
+    HistoryRequest(request_id=13, host_id="ws1", since_seconds=86400.0),
+    HistoryReply(request_id=13, body={"host": "ws1", "replay_zero_epoch": None,
+                                      "capacity": [[60.0, 70.0]], "measurements": [],
+                                      "running": None}),
 ]
 
 
@@ -108,7 +128,8 @@ def test_round_trip(message: object) -> None:
 
 def test_optional_fields_are_left_out_and_may_be_nil() -> None:
     wire = PredictRequest(request_id=6, work_seconds=10.0).to_dict()
-    assert wire == {"v": 1, "type": "predict", "request_id": 6, "work_seconds": 10.0}
+    assert wire == {"v": PROTOCOL_VERSION, "type": "predict", "request_id": 6,
+                    "work_seconds": 10.0}
     nil = msgpack.packb({**wire, "hosts": None, "method": None} | {"type": "schedule"})
     assert decode(nil) == ScheduleRequest(request_id=6, work_seconds=10.0)
 
