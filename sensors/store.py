@@ -23,6 +23,11 @@ from sensors.measurement import Measurement
 
 MIN_RETENTION_DAYS = 8.0
 _MEASUREMENT_FIELDS = [f.name for f in fields(Measurement)]
+# column types follow the record's annotations; anything not a number (the quality flags) is
+# stored as JSON text
+_SQL_TYPES = {"float": float, "int": int}
+_MEASUREMENT_COLUMNS: dict[str, type] = {
+    "id": int, **{f.name: _SQL_TYPES.get(str(f.type), str) for f in fields(Measurement)}}
 _ESTIMATE_FIELDS = [f.name for f in fields(Estimate)]
 
 
@@ -62,13 +67,7 @@ class SensorStore:
     def _create(self) -> None:
         measurements = self.db["measurements"]
         if not measurements.exists():
-            measurements.create({
-                "id": int, "start_time": float, "end_time": float, "interval_seconds": float,
-                "lam": float, "rho": float, "jobs_started": int, "jobs_between": int,
-                "service_count": int, "service_sum_seconds": float,
-                "service_sum_squares": float, "busy_cpu_seconds": float, "running": int,
-                "cores": int, "lambda_source": str, "rho_source": str, "quality": str,
-            }, pk="id")
+            measurements.create(_MEASUREMENT_COLUMNS, pk="id")
             measurements.create_index(["end_time"])
         if not self.db["plans"].exists():
             self.db["plans"].create({"hour_start": float, "count": int, "n_s": str,

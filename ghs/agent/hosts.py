@@ -21,11 +21,10 @@ from typing import Any
 import sqlite_utils
 
 from ghs import __version__
-from ghs.agent.sender import HostIdentity
 from ghs.config import SensorConfig
+from ghs.record import HostIdentity, wire_fields
 from sensors.clock import AcceleratedClock, Clock, SystemClock
 from sensors.host import LocalSensor, options_from
-from sensors.measurement import Measurement
 from sensors.sampler import AdaptiveSampler
 from sensors.speed import resolve_tau
 from sensors.store import SensorStore
@@ -42,29 +41,6 @@ def portable_store(path: str | None, retention_days: float) -> SensorStore:
         connection = sqlite3.connect(path, check_same_thread=False, timeout=30)
         connection.execute("PRAGMA journal_mode=WAL")
     return SensorStore(sqlite_utils.Database(connection), retention_days=retention_days)
-
-
-def wire_fields(measurement: Measurement, tau: float) -> dict[str, Any]:
-    """A sensor measurement as the protocol's measurement fields (without ``seq``)."""
-    return {
-        "start_epoch_seconds": measurement.start_time,
-        "end_epoch_seconds": measurement.end_time,
-        "lam_per_second": measurement.lam,
-        "rho": min(max(measurement.rho, 0.0), 1.0),
-        "tau": tau,
-        "service_count": measurement.service_count,
-        "service_cpu_seconds_sum": measurement.service_sum_seconds,
-        "service_cpu_seconds_sum_squares": measurement.service_sum_squares,
-        "busy_cpu_seconds": measurement.busy_cpu_seconds,
-        "jobs_started": measurement.jobs_started,
-        "jobs_between": measurement.jobs_between,
-        "running_processes": measurement.running,
-        "lambda_source": measurement.lambda_source,
-        "rho_source": measurement.rho_source,
-        # the wire carries flag names only; details such as "name:0.40" stay in the
-        # agent's local store
-        "quality": list(dict.fromkeys(flag.split(":", 1)[0] for flag in measurement.quality)),
-    }
 
 
 @dataclass

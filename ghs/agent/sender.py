@@ -18,12 +18,12 @@ from dataclasses import dataclass, field
 import zmq
 
 from ghs.agent.outbox import Outbox
+from ghs.record import HostIdentity
 from protocol import (
     DEFAULT_LIMITS,
     Ack,
     ErrorReply,
     Heartbeat,
-    Hello,
     KeyPair,
     Limits,
     Measurement,
@@ -35,19 +35,6 @@ from protocol import (
 )
 
 LOG = logging.getLogger("ghs.agent")
-
-
-@dataclass(frozen=True)
-class HostIdentity:
-    """What the agent tells the manager about one measured host."""
-
-    host_id: str
-    hostname: str
-    cores: int
-    tau: float
-    os: str
-    agent_version: str
-    simulated: bool = False
 
 
 @dataclass
@@ -135,11 +122,7 @@ class Sender:
         if not link.greeted:
             if now - link.hello_sent >= link.timeout:
                 request_id = next(self._ids)
-                hello = Hello(request_id=request_id, host_id=identity.host_id,
-                              hostname=identity.hostname, cores=identity.cores,
-                              tau=identity.tau, os=identity.os,
-                              agent_version=identity.agent_version,
-                              simulated=identity.simulated)
+                hello = identity.hello(request_id)
                 if self._send(hello):
                     self._requests[request_id] = identity.host_id
                     link.hello_id, link.hello_sent = request_id, now

@@ -8,15 +8,16 @@ Estimates are cached per host and recomputed only when the host's measurements c
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import threading
 from dataclasses import dataclass
 from typing import Any
 
 from ghs.manager.store import HostFacts, ManagerStore
+from ghs.record import sensor_measurement
 from scheduler import Host
 from sensors.estimates import DAY_SECONDS, Estimate, adapt_avg
-from sensors.measurement import Measurement
 
 
 @dataclass(frozen=True)
@@ -60,21 +61,6 @@ class HostState:
         }
 
 
-def to_sensor_measurement(row: dict[str, Any], cores: int) -> Measurement:
-    """A stored row as the sensors' Measurement, so the sensors' estimator serves here too."""
-    start, end = row["start_epoch_seconds"], row["end_epoch_seconds"]
-    return Measurement(
-        start_time=start, end_time=end, interval_seconds=end - start,
-        lam=row["lam_per_second"], rho=row["rho"], jobs_started=row["jobs_started"],
-        jobs_between=row["jobs_between"], service_count=row["service_count"],
-        service_sum_seconds=row["service_cpu_seconds_sum"],
-        service_sum_squares=row["service_cpu_seconds_sum_squares"],
-        busy_cpu_seconds=row["busy_cpu_seconds"], running=row["running_processes"],
-        cores=cores, lambda_source=row["lambda_source"] or "accounting",
-        rho_source=row["rho_source"] or "kernel",
-        quality=tuple(flag for flag in (row["quality"] or "").split(",") if flag))
-
-
 class EstimateCache:
     """Estimates per host, recomputed when the host's (count, last end) changes."""
 
@@ -104,7 +90,7 @@ class EstimateCache:
         if cached is not None and cached[0] == version:
             return cached[1], cached[2]
         rows = self.store.measurements(facts.host_id, since_end=last - self.window_seconds)
-        measurements = [to_sensor_measurement(row, facts.cores) for row in rows]
+        measurements = [sensor_measurement(row, facts.cores) for row in rows]
         estimate = adapt_avg(measurements, now=last, window_seconds=self.window_seconds,
                              history_start=first)
         taus = [row["tau"] for row in rows if row["tau"]]
@@ -138,7 +124,7 @@ def _state(facts: HostFacts, estimate: Estimate | None, tau: float | None, count
            stale: bool, now: float) -> HostState:
     notes: list[str] = []
     if tau is not None:
-        facts = HostFacts(**{**facts.__dict__, "tau": tau})
+        facts = dataclasses.replace(facts, tau=tau)
     if stale:
         return HostState(facts, estimate, count, True, None,
                          f"stale: silent for {now - facts.last_seen:.0f} s", ())

@@ -21,7 +21,8 @@ from typing import Any
 import zmq
 
 from ghs.manager.queries import QueryService
-from ghs.manager.store import HostFacts, ManagerStore, measurement_rows
+from ghs.manager.store import HostFacts, ManagerStore
+from ghs.record import HostIdentity, stored_rows
 from protocol import (
     DEFAULT_LIMITS,
     Ack,
@@ -194,10 +195,8 @@ class Manager:
 
     def _hello(self, hello: Hello) -> None:
         now = self.clock()
-        self.store.upsert_host(HostFacts(
-            host_id=hello.host_id, hostname=hello.hostname, cores=hello.cores, tau=hello.tau,
-            os=hello.os, agent_version=hello.agent_version, simulated=bool(hello.simulated),
-            first_seen=now, last_seen=now))
+        identity = HostIdentity.from_hello(hello)
+        self.store.upsert_host(HostFacts(**identity.__dict__, first_seen=now, last_seen=now))
 
     def _store(self, batch: MeasurementBatch) -> Ack | ErrorReply:
         now = self.clock()
@@ -206,7 +205,7 @@ class Manager:
                 self.counters.rejected["unknown_host"] += 1
             return ErrorReply(code="unknown_host", reason=f"host {batch.host_id!r} has not "
                               "said hello", request_id=batch.request_id)
-        rows = measurement_rows(batch.host_id, batch.measurements, now)
+        rows = stored_rows(batch.host_id, batch.measurements, now)
         new = self.store.add_measurements(rows)
         with self.counters.lock:
             self.counters.stored += new

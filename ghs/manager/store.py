@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,13 +17,9 @@ from typing import Any
 import sqlite_utils
 
 from ghs.errors import GhsError
+from ghs.record import HostIdentity, identity_columns, measurement_columns
 
-MEASUREMENT_COLUMNS = (
-    "host_id", "seq", "start_epoch_seconds", "end_epoch_seconds", "lam_per_second", "rho",
-    "tau", "service_count", "service_cpu_seconds_sum", "service_cpu_seconds_sum_squares",
-    "busy_cpu_seconds", "jobs_started", "jobs_between", "running_processes", "lambda_source",
-    "rho_source", "quality", "received_epoch_seconds",
-)
+MEASUREMENT_COLUMNS = tuple(measurement_columns())
 
 
 class StoreError(GhsError):
@@ -33,18 +29,12 @@ class StoreError(GhsError):
 
 
 @dataclass(frozen=True)
-class HostFacts:
-    """What an agent said about its host in its hello, and when it was last heard from."""
+class HostFacts(HostIdentity):
+    """What an agent said about its host in its hello, and when it was first and last heard
+    from (manager's epoch seconds)."""
 
-    host_id: str
-    hostname: str
-    cores: int
-    tau: float
-    os: str
-    agent_version: str
-    simulated: bool
-    first_seen: float
-    last_seen: float
+    first_seen: float = 0.0
+    last_seen: float = 0.0
 
 
 class ManagerStore:
@@ -85,24 +75,23 @@ class ManagerStore:
         return db
 
     def _create(self, db: sqlite_utils.Database) -> None:
-        if "hosts" not in db.table_names():
-            db["hosts"].create({
-                "host_id": str, "hostname": str, "cores": int, "tau": float, "os": str,
-                "agent_version": str, "simulated": int, "first_seen": float,
-                "last_seen": float}, pk="host_id")
-        if "measurements" not in db.table_names():
-            columns: dict[str, type] = {name: float for name in MEASUREMENT_COLUMNS}
-            columns.update(host_id=str, seq=int, service_count=int, jobs_started=int,
-                           jobs_between=int, running_processes=int, lambda_source=str,
-                           rho_source=str, quality=str)
-            db["measurements"].create(columns, pk=("host_id", "seq"))
+        # a database from an older manager gains the columns added since (all nullable)
+        for table, columns, pk in (("hosts", identity_columns(), "host_id"),
+                                   ("measurements", measurement_columns(), ("host_id", "seq"))):
+            if table not in db.table_names():
+                db[table].create(columns, pk=pk)
+            else:
+                missing = {k: v for k, v in columns.items() if k not in db[table].columns_dict}
+                for name, kind in missing.items():
+                    db[table].add_column(name, kind)
+        if not any(index.columns == ["host_id", "end_epoch_seconds"]
+                   for index in db["measurements"].indexes):
             db["measurements"].create_index(["host_id", "end_epoch_seconds"])
 
     def upsert_host(self, facts: HostFacts) -> None:
         with self.db.conn:
             existing = self.host(facts.host_id)
-            row = dict(facts.__dict__)
-            row["simulated"] = int(facts.simulated)
+            row = facts.row()
             if existing is not None:
                 row["first_seen"] = existing.first_seen
             self.db["hosts"].upsert(row, pk="host_id")
@@ -174,20 +163,4 @@ class ManagerStore:
 
 
 def _facts(row: dict[str, Any]) -> HostFacts:
-    return HostFacts(host_id=row["host_id"], hostname=row["hostname"], cores=row["cores"],
-                     tau=row["tau"], os=row["os"], agent_version=row["agent_version"],
-                     simulated=bool(row["simulated"]), first_seen=row["first_seen"],
-                     last_seen=row["last_seen"])
-
-
-def measurement_rows(host_id: str, measurements: Iterable[Any], received: float
-                     ) -> list[dict[str, Any]]:
-    """Store rows from protocol Measurement objects."""
-    rows = []
-    for m in measurements:
-        row = {name: getattr(m, name, None) for name in MEASUREMENT_COLUMNS}
-        row["host_id"] = host_id
-        row["quality"] = ",".join(m.quality or ())
-        row["received_epoch_seconds"] = received
-        rows.append(row)
-    return rows
+    return HostFacts(**{**row, "simulated": bool(row["simulated"])})
