@@ -134,7 +134,11 @@ class ManagerConfig:
     max_pending_queries: int = setting(256, low=1, high=100_000,
                                        help="queries waiting beyond this get 'busy'")
     retention_days: float = setting(8.0, low=1.0, high=3660.0,
-                                    help="measurements older than this are pruned")
+                                    help="measurements, full-resolution capacity and "
+                                         "running-jobs history older than this (before each "
+                                         "host's latest record) are pruned")
+    hourly_retention_days: float = setting(90.0, low=1.0, high=3660.0,
+                                           help="hourly capacity sums are kept this long")
 
 
 @dataclass(frozen=True)

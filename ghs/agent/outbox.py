@@ -1,8 +1,9 @@
-"""The agent's SQLite outbox: every measurement, numbered per host, kept until acknowledged.
+"""The agent's SQLite outbox: every record, numbered per host and stream, kept until acknowledged.
 
-A measurement is committed here before anything is sent, and deleted only when the manager's
+A record (a measurement, or one of protocol version 2's capacity, running and templates
+records) is committed here before anything is sent, and deleted only when the manager's
 acknowledgement (sent after the manager's own commit) arrives, so neither side's restart nor a
-dropped network loses one.
+dropped network loses one. Each (host, stream) has its own sequence.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from typing import Any
 import sqlite_utils
 
 from ghs.errors import GhsError
+
+MEASUREMENTS = "measurements"
 
 
 class OutboxError(GhsError):
@@ -43,65 +46,76 @@ class Outbox:
             if path is not None:
                 self.db.execute("PRAGMA journal_mode=WAL")
                 self.db.execute("PRAGMA synchronous=NORMAL")
-            if "outbox" not in self.db.table_names():
-                self.db["outbox"].create({"host_id": str, "seq": int, "payload": str},
-                                         pk=("host_id", "seq"))
-            if "set_aside" not in self.db.table_names():
-                self.db["set_aside"].create({"host_id": str, "seq": int, "payload": str,
-                                             "reason": str}, pk=("host_id", "seq"))
-            if "sequence" not in self.db.table_names():
-                self.db["sequence"].create({"host_id": str, "next_seq": int}, pk="host_id")
+            tables = (("outbox", {"payload": str}, ("host_id", "stream", "seq")),
+                      ("set_aside", {"payload": str, "reason": str},
+                       ("host_id", "stream", "seq")),
+                      ("sequence", {"next_seq": int}, ("host_id", "stream")))
+            for name, columns, pk in tables:
+                table = self.db[name]
+                if not table.exists():
+                    keys = {"host_id": str, "stream": str, "seq": int}
+                    table.create({k: keys[k] for k in pk} | columns, pk=pk)
+                elif "stream" not in table.columns_dict:
+                    # an outbox from before the record streams: all of it is measurements
+                    table.add_column("stream", str, not_null_default=MEASUREMENTS)
+                    table.transform(pk=pk)
         except (sqlite3.Error, OSError) as exc:
             raise OutboxError(f"cannot open the agent outbox {str(path)!r}: {exc}",
                               field="outbox", value=str(path)) from None
 
-    def add(self, host_id: str, fields: dict[str, Any]) -> int:
-        """Store one measurement (protocol fields without ``seq``); returns its seq."""
+    def add(self, host_id: str, fields: dict[str, Any], stream: str = MEASUREMENTS) -> int:
+        """Store one record (protocol fields without ``seq``); returns its seq."""
         with self._lock, self.db.conn:
-            rows = list(self.db.query("SELECT next_seq FROM sequence WHERE host_id = ?",
-                                      [host_id]))
+            rows = list(self.db.query(
+                "SELECT next_seq FROM sequence WHERE host_id = ? AND stream = ?",
+                [host_id, stream]))
             seq = rows[0]["next_seq"] if rows else 0
-            self.db.execute("INSERT OR REPLACE INTO sequence (host_id, next_seq) VALUES (?, ?)",
-                            [host_id, seq + 1])
-            self.db.execute("INSERT INTO outbox (host_id, seq, payload) VALUES (?, ?, ?)",
-                            [host_id, seq, json.dumps(fields)])
+            self.db.execute("INSERT OR REPLACE INTO sequence (host_id, stream, next_seq) "
+                            "VALUES (?, ?, ?)", [host_id, stream, seq + 1])
+            self.db.execute("INSERT INTO outbox (host_id, stream, seq, payload) "
+                            "VALUES (?, ?, ?, ?)", [host_id, stream, seq, json.dumps(fields)])
         return seq
 
-    def pending(self, host_id: str, limit: int) -> list[tuple[int, dict[str, Any]]]:
-        """The oldest ``limit`` unacknowledged measurements of a host: (seq, fields)."""
+    def pending(self, host_id: str, limit: int, stream: str = MEASUREMENTS
+                ) -> list[tuple[int, dict[str, Any]]]:
+        """The oldest ``limit`` unacknowledged records of a host's stream: (seq, fields)."""
         with self._lock:
             rows = list(self.db.query(
-                "SELECT seq, payload FROM outbox WHERE host_id = ? ORDER BY seq LIMIT ?",
-                [host_id, limit]))
+                "SELECT seq, payload FROM outbox WHERE host_id = ? AND stream = ? "
+                "ORDER BY seq LIMIT ?", [host_id, stream, limit]))
         return [(row["seq"], json.loads(row["payload"])) for row in rows]
 
-    def ack(self, host_id: str, ranges: Iterable[tuple[int, int]]) -> int:
-        """Forget acknowledged measurements; returns how many were removed."""
+    def ack(self, host_id: str, ranges: Iterable[tuple[int, int]],
+            stream: str = MEASUREMENTS) -> int:
+        """Forget acknowledged records; returns how many were removed."""
         removed = 0
         with self._lock, self.db.conn:
             for first, last in ranges:
                 cursor = self.db.execute(
-                    "DELETE FROM outbox WHERE host_id = ? AND seq BETWEEN ? AND ?",
-                    [host_id, first, last])
+                    "DELETE FROM outbox WHERE host_id = ? AND stream = ? "
+                    "AND seq BETWEEN ? AND ?", [host_id, stream, first, last])
                 removed += cursor.rowcount
         return removed
 
-    def set_aside(self, host_id: str, seq: int, reason: str) -> None:
-        """Move a measurement the protocol refuses out of the queue, keeping it and why."""
+    def set_aside(self, host_id: str, seq: int, reason: str,
+                  stream: str = MEASUREMENTS) -> None:
+        """Move a record the protocol refuses out of the queue, keeping it and why."""
+        where = "host_id = ? AND stream = ? AND seq = ?"
         with self._lock, self.db.conn:
             self.db.execute(
-                "INSERT OR REPLACE INTO set_aside (host_id, seq, payload, reason) "
-                "SELECT host_id, seq, payload, ? FROM outbox WHERE host_id = ? AND seq = ?",
-                [reason, host_id, seq])
-            self.db.execute("DELETE FROM outbox WHERE host_id = ? AND seq = ?",
-                            [host_id, seq])
+                "INSERT OR REPLACE INTO set_aside (host_id, stream, seq, payload, reason) "
+                f"SELECT host_id, stream, seq, payload, ? FROM outbox WHERE {where}",
+                [reason, host_id, stream, seq])
+            self.db.execute(f"DELETE FROM outbox WHERE {where}", [host_id, stream, seq])
 
-    def count(self, host_id: str | None = None) -> int:
+    def count(self, host_id: str | None = None, stream: str | None = None) -> int:
+        """Unacknowledged records, of one host and/or stream or of all."""
+        clauses = [(name, value) for name, value in (("host_id", host_id), ("stream", stream))
+                   if value is not None]
+        where = " AND ".join(f"{name} = ?" for name, _ in clauses) or "1"
         with self._lock:
-            if host_id is None:
-                return self.db["outbox"].count
-            return next(iter(self.db.query(
-                "SELECT COUNT(*) AS n FROM outbox WHERE host_id = ?", [host_id])))["n"]
+            return next(iter(self.db.query(f"SELECT COUNT(*) AS n FROM outbox WHERE {where}",
+                                           [value for _, value in clauses])))["n"]
 
     def hosts(self) -> list[str]:
         with self._lock:

@@ -14,13 +14,15 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import zmq
 
-from ghs.agent.outbox import Outbox
+from ghs.agent.outbox import MEASUREMENTS, Outbox
 from ghs.record import HostIdentity
 from protocol import (
     DEFAULT_LIMITS,
+    STREAMS,
     Ack,
     ErrorReply,
     Heartbeat,
@@ -29,22 +31,32 @@ from protocol import (
     Measurement,
     MeasurementBatch,
     ProtocolError,
+    RecordBatch,
     connect_dealer,
     encode,
     recv_message,
+    stream_record,
 )
 
 LOG = logging.getLogger("ghs.agent")
 
 
 @dataclass
+class _Flight:
+    """One (host, stream)'s batch in flight, and its resend timeout."""
+
+    timeout: float
+    batch_id: int | None = None
+    batch_sent: float = -1e300
+
+
+@dataclass
 class _HostLink:
     identity: HostIdentity
+    flights: dict[str, _Flight]
     greeted: bool = False
     hello_id: int | None = None
     hello_sent: float = -1e300
-    batch_id: int | None = None
-    batch_sent: float = -1e300
     last_sent: float = -1e300
     timeout: float = 0.0
 
@@ -75,16 +87,20 @@ class Sender:
         self.heartbeat = heartbeat_seconds
         self.clock = clock
         self.wall = wall
-        self.links = {h.host_id: _HostLink(h, timeout=ack_timeout_seconds) for h in hosts}
+        self.links = {h.host_id: self._link(h) for h in hosts}
         self.stats = SenderStats()
         self._ids = itertools.count(1)
-        self._requests: dict[int, str] = {}
+        self._requests: dict[int, tuple[str, str]] = {}
         self.socket = connect_dealer(context, endpoint, limits=limits, client_keys=client_keys,
                                      server_public_key=server_public_key,
                                      reconnect_ivl_ms=200, reconnect_ivl_max_ms=10_000)
 
+    def _link(self, identity: HostIdentity) -> _HostLink:
+        return _HostLink(identity, {stream: _Flight(self.ack_timeout) for stream in
+                                    (MEASUREMENTS, *STREAMS)}, timeout=self.ack_timeout)
+
     def add_host(self, identity: HostIdentity) -> None:
-        self.links.setdefault(identity.host_id, _HostLink(identity, timeout=self.ack_timeout))
+        self.links.setdefault(identity.host_id, self._link(identity))
 
     def run(self, stop: threading.Event, *, drain_seconds: float = 2.0) -> None:
         """Send until ``stop``; then keep going up to ``drain_seconds`` while acks are due."""
@@ -124,61 +140,80 @@ class Sender:
                 request_id = next(self._ids)
                 hello = identity.hello(request_id)
                 if self._send(hello):
-                    self._requests[request_id] = identity.host_id
+                    self._requests[request_id] = (identity.host_id, "hello")
                     link.hello_id, link.hello_sent = request_id, now
             return
-        if link.batch_id is not None and now - link.batch_sent < link.timeout:
-            return
-        if link.batch_id is not None:  # no ack in time: back off and send again
-            self.stats.resent_batches += 1
-            link.timeout = min(link.timeout * 2, self.max_backoff)
-            self._requests.pop(link.batch_id, None)
-            link.batch_id = None
-        pending = self.outbox.pending(identity.host_id, self.batch_size)
-        if pending:
-            message = self._batch(identity.host_id, pending)
-            if message is not None and self._send(message):
-                self._requests[message.request_id] = identity.host_id
-                link.batch_id, link.batch_sent, link.last_sent = message.request_id, now, now
-                self.stats.sent_batches += 1
-        elif now - link.last_sent >= self.heartbeat:
+        for stream, flight in link.flights.items():
+            self._send_stream(link, stream, flight, now)
+        if now - link.last_sent >= self.heartbeat:
             beat = Heartbeat(request_id=next(self._ids), host_id=identity.host_id,
                              sent_epoch_seconds=self.wall(), outbox_pending=0)
             if self._send(beat):
                 link.last_sent = now
 
-    def _batch(self, host_id: str, pending: list) -> MeasurementBatch | None:
-        measurements = []
+    def _send_stream(self, link: _HostLink, stream: str, flight: _Flight, now: float) -> None:
+        if flight.batch_id is not None and now - flight.batch_sent < flight.timeout:
+            return
+        if flight.batch_id is not None:  # no ack in time: back off and send again
+            self.stats.resent_batches += 1
+            flight.timeout = min(flight.timeout * 2, self.max_backoff)
+            self._requests.pop(flight.batch_id, None)
+            flight.batch_id = None
+        host_id = link.identity.host_id
+        pending = self.outbox.pending(host_id, self.batch_size, stream)
+        if not pending:
+            return
+        message = self._batch(host_id, stream, pending)
+        if message is not None and self._send(message):
+            self._requests[message.request_id] = (host_id, stream)
+            flight.batch_id, flight.batch_sent = message.request_id, now
+            link.last_sent = now
+            self.stats.sent_batches += 1
+
+    def _batch(self, host_id: str, stream: str, pending: list
+               ) -> MeasurementBatch | RecordBatch | None:
+        records = []
         for seq, fields in pending:
             try:
-                measurement = Measurement.from_dict({"seq": seq, **fields}, limits=self.limits)
+                if stream == MEASUREMENTS:
+                    record: Any = Measurement.from_dict({"seq": seq, **fields},
+                                                        limits=self.limits)
+                else:
+                    record = stream_record(stream, {"seq": seq, **fields})
             except ProtocolError as exc:
-                LOG.error("measurement %s/%d is invalid and was set aside: %s", host_id, seq,
-                          exc)
-                self.outbox.set_aside(host_id, seq, str(exc))
-                self._count("invalid_measurement")
+                LOG.error("%s record %s/%d is invalid and was set aside: %s", stream, host_id,
+                          seq, exc)
+                self.outbox.set_aside(host_id, seq, str(exc), stream)
+                self._count(f"invalid_{stream}" if stream != MEASUREMENTS
+                            else "invalid_measurement")
                 continue
-            measurements.append(measurement)
-        if not measurements:
+            records.append(record)
+        if not records:
             return None
-        return MeasurementBatch(request_id=next(self._ids), host_id=host_id,
-                                measurements=tuple(measurements))
+        if stream == MEASUREMENTS:
+            return MeasurementBatch(request_id=next(self._ids), host_id=host_id,
+                                    measurements=tuple(records))
+        return RecordBatch(request_id=next(self._ids), host_id=host_id, stream=stream,
+                           records=tuple(records))
 
     def _take(self, reply: object) -> None:
         request_id = getattr(reply, "request_id", None)
-        host_id = self._requests.pop(request_id, None) if request_id is not None else None
+        host_id, _ = (self._requests.pop(request_id, (None, None)) if request_id is not None
+                      else (None, None))
         if isinstance(reply, Ack):
             link = self.links.get(reply.host_id)
             if link is None:
                 return
+            stream = reply.stream or MEASUREMENTS
+            flight = link.flights.get(stream)
             if request_id is not None and request_id == link.hello_id:
                 link.greeted, link.hello_id = True, None
-            elif request_id is not None and request_id == link.batch_id:
-                self.stats.acked += self.outbox.ack(reply.host_id, reply.acked)
-                link.batch_id = None
-                link.timeout = self.ack_timeout
+            elif flight is not None and request_id is not None and request_id == flight.batch_id:
+                self.stats.acked += self.outbox.ack(reply.host_id, reply.acked, stream)
+                flight.batch_id = None
+                flight.timeout = self.ack_timeout
             elif reply.acked:  # a late ack of an earlier send still counts
-                self.stats.acked += self.outbox.ack(reply.host_id, reply.acked)
+                self.stats.acked += self.outbox.ack(reply.host_id, reply.acked, stream)
         elif isinstance(reply, ErrorReply):
             self._count(reply.code)
             link = self.links.get(host_id) if host_id is not None else None
@@ -187,8 +222,9 @@ class Sender:
             if reply.code == "unknown_host":
                 link.greeted = False  # the manager lost us (new database): say hello again
                 link.hello_sent = -1e300
-            if request_id == link.batch_id:
-                link.batch_id = None
+            for flight in link.flights.values():
+                if request_id == flight.batch_id:
+                    flight.batch_id = None
             LOG.warning("manager refused a message of %s: %s %s", host_id, reply.code,
                         reply.reason)
 

@@ -14,6 +14,7 @@ from ghs.manager.estimates import EstimateCache
 from ghs.manager.queries import QueryService
 from ghs.manager.service import Manager
 from ghs.manager.store import ManagerStore
+from ghs.manager.streams import Retention
 from protocol import load_allowed_keys, read_keypair
 
 
@@ -22,7 +23,8 @@ def build_manager(config: Config, *, context: zmq.Context, endpoint: str | None 
                   insecure: bool | None = None) -> Manager:
     """A bound manager (flags override the ``[pcm]`` settings)."""
     settings = config.pcm
-    store = ManagerStore(expand(database or settings.database))
+    store = ManagerStore(expand(database or settings.database), Retention(
+        capacity_days=settings.retention_days, hourly_days=settings.hourly_retention_days))
     cache = EstimateCache(store, window_seconds=config.sensor.window_hours * 3600.0)
     queries = QueryService(cache, config.scheduler,
                            stale_after_seconds=settings.stale_after_seconds, clock=time.time)
@@ -39,7 +41,8 @@ def build_manager(config: Config, *, context: zmq.Context, endpoint: str | None 
                        allowed_keys=allowed,
                        insecure=settings.insecure if insecure is None else insecure,
                        workers=settings.workers,
-                       max_pending_queries=settings.max_pending_queries)
+                       max_pending_queries=settings.max_pending_queries,
+                       retention_seconds=settings.retention_days * 86400.0)
     except BaseException:
         store.close()
         raise
@@ -60,4 +63,4 @@ def serve(manager: Manager, stop: threading.Event, *, retention_seconds: float,
 def _prune(manager: Manager, stop: threading.Event, retention_seconds: float,
            every_seconds: float) -> None:
     while not stop.wait(every_seconds):
-        manager.store.prune(time.time() - retention_seconds)
+        manager.store.prune(retention_seconds)

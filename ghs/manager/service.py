@@ -20,21 +20,26 @@ from typing import Any
 
 import zmq
 
+from ghs.manager.history import host_history
 from ghs.manager.queries import QueryService
 from ghs.manager.store import HostFacts, ManagerStore
 from ghs.record import HostIdentity, stored_rows
 from protocol import (
     DEFAULT_LIMITS,
+    PROTOCOL_VERSION,
     Ack,
     Authenticator,
     ErrorReply,
     Heartbeat,
     Hello,
+    HistoryReply,
+    HistoryRequest,
     KeyPair,
     Limits,
     MeasurementBatch,
     PredictReply,
     PredictRequest,
+    RecordBatch,
     ScheduleReply,
     ScheduleRequest,
     StatusReply,
@@ -48,9 +53,10 @@ from protocol import (
 )
 
 LOG = logging.getLogger("ghs.manager")
-AGENT_TYPES = frozenset({"hello", "measurements", "heartbeat", "status", "predict",
-                         "schedule"})
-CLIENT_TYPES = frozenset({"status", "predict", "schedule"})
+AGENT_TYPES = frozenset({"hello", "measurements", "records", "heartbeat", "status", "predict",
+                         "schedule", "history"})
+CLIENT_TYPES = frozenset({"status", "predict", "schedule", "history"})
+_HOUR = 3600.0
 _WAKE = "inproc://ghs-manager-replies-{}"
 
 
@@ -62,6 +68,7 @@ class Counters:
     received: Counter = field(default_factory=Counter)
     rejected: Counter = field(default_factory=Counter)
     stored: int = 0
+    records_stored: Counter = field(default_factory=Counter)
     duplicates: int = 0
     internal_errors: int = 0
     dropped_replies: int = 0
@@ -70,7 +77,9 @@ class Counters:
     def snapshot(self) -> dict[str, Any]:
         with self.lock:
             return {"received": dict(self.received), "rejected": dict(self.rejected),
-                    "measurements_stored": self.stored, "duplicates": self.duplicates,
+                    "measurements_stored": self.stored,
+                    "records_stored": dict(self.records_stored),
+                    "duplicates": self.duplicates,
                     "internal_errors": self.internal_errors,
                     "dropped_replies": self.dropped_replies, "busy": self.busy}
 
@@ -88,9 +97,12 @@ class Manager:
                  limits: Limits = DEFAULT_LIMITS, server_keys: KeyPair | None = None,
                  allowed_keys: frozenset[bytes] | None = None, insecure: bool = False,
                  workers: int = 2, max_pending_queries: int = 256,
+                 retention_seconds: float = 8 * 86400.0,
                  clock: Callable[[], float] = time.time) -> None:
         self.context = context
         self.store = store
+        self.retention_seconds = retention_seconds
+        self._pruned_hour: dict[str, float] = {}
         self.queries = queries
         self.limits = limits
         self.clock = clock
@@ -169,29 +181,35 @@ class Manager:
         message = incoming.message
         with self.counters.lock:
             self.counters.received[message.TYPE] += 1
+        version = message.wire_version
         try:
-            if isinstance(message, (StatusRequest, PredictRequest, ScheduleRequest)):
+            if isinstance(message, (StatusRequest, PredictRequest, ScheduleRequest,
+                                    HistoryRequest)):
                 self._enqueue(socket, incoming.routing, message)
             elif isinstance(message, MeasurementBatch):
-                self._reply(socket, incoming.routing, self._store(message))
+                self._reply(socket, incoming.routing, self._store(message), version)
+            elif isinstance(message, RecordBatch):
+                self._reply(socket, incoming.routing, self._store_records(message), version)
             elif isinstance(message, Hello):
                 self._hello(message)
                 self._reply(socket, incoming.routing,
-                            Ack(request_id=message.request_id, host_id=message.host_id))
+                            Ack(request_id=message.request_id, host_id=message.host_id),
+                            version)
             elif isinstance(message, Heartbeat):
                 if self.store.touch(message.host_id, self.clock()):
                     self._reply(socket, incoming.routing,
-                                Ack(request_id=message.request_id, host_id=message.host_id))
+                                Ack(request_id=message.request_id, host_id=message.host_id),
+                                version)
                 else:
                     self._refuse(socket, incoming.routing, "unknown_host",
                                  f"host {message.host_id!r} has not said hello",
-                                 message.request_id)
+                                 message.request_id, version)
         except Exception as exc:  # never let one message take the manager down
             LOG.exception("internal error handling %s", message.TYPE)
             with self.counters.lock:
                 self.counters.internal_errors += 1
             self._reply(socket, incoming.routing, ErrorReply.from_exception(
-                exc, request_id=getattr(message, "request_id", None)))
+                exc, request_id=getattr(message, "request_id", None)), version)
 
     def _hello(self, hello: Hello) -> None:
         now = self.clock()
@@ -210,18 +228,43 @@ class Manager:
         with self.counters.lock:
             self.counters.stored += new
             self.counters.duplicates += len(rows) - new
+        self._prune(batch.host_id, max(m.end_epoch_seconds for m in batch.measurements))
         # acknowledge only after the commit: a crash before it means a resend, never a loss
         return Ack(request_id=batch.request_id, host_id=batch.host_id,
                    acked=seq_ranges_of(m.seq for m in batch.measurements))
 
+    def _store_records(self, batch: RecordBatch) -> Ack | ErrorReply:
+        if not self.store.touch(batch.host_id, self.clock()):
+            with self.counters.lock:
+                self.counters.rejected["unknown_host"] += 1
+            return ErrorReply(code="unknown_host", reason=f"host {batch.host_id!r} has not "
+                              "said hello", request_id=batch.request_id)
+        new = self.store.streams.add(batch.host_id, batch.stream, batch.records)
+        with self.counters.lock:
+            self.counters.records_stored[batch.stream] += new
+            self.counters.duplicates += len(batch.records) - new
+        return Ack(request_id=batch.request_id, host_id=batch.host_id, stream=batch.stream,
+                   acked=seq_ranges_of(record["seq"] for record in batch.records))
+
+    def _prune(self, host_id: str, latest_epoch_seconds: float) -> None:
+        """Keep a host's measurements to the retention window of its own clock, once an hour
+        of that clock (hosts replayed at high speed level off as live ones do)."""
+        hour = latest_epoch_seconds // _HOUR
+        if self._pruned_hour.get(host_id) != hour:
+            self._pruned_hour[host_id] = hour
+            self.store.prune(self.retention_seconds, host_id)
+
     def _refuse(self, socket: zmq.Socket, routing: tuple, code: str, reason: str,
-                request_id: int | None) -> None:
+                request_id: int | None, version: int = PROTOCOL_VERSION) -> None:
         with self.counters.lock:
             self.counters.rejected[code] += 1
         self._reply(socket, routing, ErrorReply(code=code, reason=reason,
-                                                request_id=request_id))
+                                                request_id=request_id), version)
 
-    def _reply(self, socket: zmq.Socket, routing: tuple, message: Any) -> None:
+    def _reply(self, socket: zmq.Socket, routing: tuple, message: Any,
+               version: int = PROTOCOL_VERSION) -> None:
+        # a reply speaks the version of its request, so older agents keep working
+        message.in_version(min(version, PROTOCOL_VERSION))
         if not send_reply(socket, routing, message, limits=self.limits):
             with self.counters.lock:
                 self.counters.dropped_replies += 1
@@ -252,6 +295,7 @@ class Manager:
                     with self.counters.lock:
                         self.counters.internal_errors += 1
                 reply = ErrorReply.from_exception(exc, request_id=message.request_id)
+            reply.in_version(message.wire_version)
             try:
                 data = encode(reply, limits=self.limits)
             except Exception as exc:  # an unencodable body is our bug: say so, keep going
@@ -268,6 +312,9 @@ class Manager:
         if isinstance(message, PredictRequest):
             return PredictReply(request_id=message.request_id, body=self.queries.predict(
                 message.work_seconds, message.hosts, message.distribution, message.partition))
+        if isinstance(message, HistoryRequest):
+            return HistoryReply(request_id=message.request_id, body=host_history(
+                self.store, self.store.streams, message.host_id, message.since_seconds))
         return ScheduleReply(request_id=message.request_id, body=self.queries.schedule(
             message.work_seconds, message.hosts, message.distribution, message.partition,
             message.method, message.units))

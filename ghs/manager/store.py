@@ -17,6 +17,7 @@ from typing import Any
 import sqlite_utils
 
 from ghs.errors import GhsError
+from ghs.manager.streams import Retention, StreamTables
 from ghs.record import HostIdentity, identity_columns, measurement_columns
 
 MEASUREMENT_COLUMNS = tuple(measurement_columns())
@@ -45,7 +46,7 @@ class ManagerStore:
     the cost of a sync per transaction.
     """
 
-    def __init__(self, path: str | Path | None) -> None:
+    def __init__(self, path: str | Path | None, retention: Retention | None = None) -> None:
         self.path = None if path is None else Path(path)
         self._local = threading.local()
         self._memory: sqlite_utils.Database | None = None
@@ -53,6 +54,7 @@ class ManagerStore:
             if self.path is not None:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
             self._create(self.db)
+            self.streams = StreamTables(lambda: self.db, retention or Retention())
         except (sqlite3.Error, OSError) as exc:
             raise StoreError(f"cannot open manager database {str(path)!r}: {exc}",
                              field="database", value=str(path)) from None
@@ -148,11 +150,16 @@ class ManagerStore:
         return [row["seq"] for row in self.db.query(
             "SELECT seq FROM measurements WHERE host_id = ? ORDER BY seq", [host_id])]
 
-    def prune(self, before_end: float) -> int:
-        """Drop measurements that ended before ``before_end`` (epoch seconds)."""
+    def prune(self, keep_seconds: float, host_id: str | None = None) -> int:
+        """Drop measurements that ended more than ``keep_seconds`` before their host's latest
+        (of one host, or of all): hosts on replayed or accelerated clocks keep the same window
+        as live ones."""
+        where, args = ("AND host_id = ?", [host_id]) if host_id is not None else ("", [])
         with self.db.conn:
-            cursor = self.db.execute("DELETE FROM measurements WHERE end_epoch_seconds < ?",
-                                     [before_end])
+            cursor = self.db.execute(
+                "DELETE FROM measurements WHERE end_epoch_seconds < (SELECT MAX(m.end_epoch_"
+                "seconds) FROM measurements m WHERE m.host_id = measurements.host_id) - ? "
+                f"{where}", [keep_seconds, *args])
         return cursor.rowcount
 
     def close(self) -> None:

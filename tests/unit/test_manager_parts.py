@@ -50,7 +50,9 @@ def test_store_keeps_each_host_seq_once(tmp_path):
     count, first, last = store.summary()["a"]
     assert last == 2.0e9 + 2 * 28800 + 600
     assert count == 13 and first == batch[0]["start_epoch_seconds"]
-    assert store.prune(batch[3]["end_epoch_seconds"]) == 3
+    # retention counts back from the host's own latest record, not the manager's clock
+    assert store.prune(last - batch[3]["end_epoch_seconds"]) == 3
+    assert store.prune(last - batch[3]["end_epoch_seconds"], host_id="b") == 0
     reopened = ManagerStore(tmp_path / "m.sqlite")
     assert reopened.count() == 10 and reopened.host("a").cores == 1
 
