@@ -150,7 +150,7 @@ def test_counter_resets_and_absurd_jumps_are_skipped_and_counted(tmp_path):
 
 def test_bad_stat_and_bad_arguments_raise_the_packages_errors(tmp_path):
     clock = VirtualClock(T0)
-    proc, source = proc_source(tmp_path, clock)
+    _, source = proc_source(tmp_path, clock)
     (tmp_path / "stat").write_text("intr 0\n")
     with pytest.raises(ProcUnavailableError):
         source.capacity_sample()
