@@ -115,6 +115,23 @@ class SensorConfig:
     speed_command_reference_seconds: float = setting(
         0.0, low=0.0, help="CPU seconds the speed command takes on the reference machine")
     speed_runs: int = setting(5, low=1, high=100, help="benchmark runs (best is kept)")
+    capacity_interval_seconds: float = setting(
+        60.0, low=1.0, high=3600.0, duration=True,
+        help="cadence of the harvestable-capacity series (independent of measurements)")
+    running_max_jobs: int = setting(64, low=1, high=100_000,
+                                    help="most jobs in one running-jobs snapshot (largest CPU)")
+    hash_identities: bool = setting(False, help="replace users and commands by keyed hashes")
+    identity_key_path: str = setting("", help="per-site secret key file for hash_identities")
+    template_half_life_seconds: float = setting(
+        7 * 86400.0, low=3600.0, high=366 * 86400.0, duration=True,
+        help="demand templates: a job's weight halves after this long")
+    template_max_keys: int = setting(2000, low=1, high=1_000_000,
+                                     help="most (user, command) and user templates kept")
+    tau_refresh_interval_seconds: float = setting(
+        3600.0, low=0.0, high=30 * 86400.0, duration=True,
+        help="re-measure tau at idle priority this often (0: never)")
+    tau_refresh_threshold: float = setting(0.02, low=0.0, high=1.0,
+                                           help="relative tau change worth reporting")
 
 
 @dataclass(frozen=True)

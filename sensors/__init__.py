@@ -10,7 +10,10 @@ Dependencies: the standard library, psutil and sqlite-utils only. Modules:
 - :mod:`sensors.cpu` - kernel CPU counters; :mod:`sensors.measurement` - one measurement;
 - :mod:`sensors.estimates` / :mod:`sensors.sampler` - adaptive sampling and 24 h estimates;
 - :mod:`sensors.store` - the local SQLite store; :mod:`sensors.speed` - tau;
-- :mod:`sensors.host` - this machine wired up; :mod:`sensors.simulated` - a simulated host.
+- :mod:`sensors.host` - this machine wired up; :mod:`sensors.simulated` - a simulated host;
+- :mod:`sensors.capacity` - the harvestable-capacity series; :mod:`sensors.running` - the
+  local jobs running now (and keyed hashing of identities); :mod:`sensors.templates` -
+  mergeable demand histograms; :mod:`sensors.tau_refresh` - tau re-measured at idle priority.
 
 Nothing is imported here, so ``import sensors`` has no cost or side effect.
 """

@@ -30,7 +30,8 @@ _PF_KTHREAD = 0x00200000
 class ProcessInfo:
     """One process at one moment. CPU times in seconds; ``start_time`` in epoch seconds.
 
-    ``children_cpu_seconds`` is the CPU time of exited children this process has reaped.
+    ``children_cpu_seconds`` is the CPU time of exited children this process has reaped;
+    ``processor`` the core it last ran on (-1 if unknown).
     """
 
     pid: int
@@ -43,6 +44,7 @@ class ProcessInfo:
     cpu_seconds: float
     children_cpu_seconds: float
     kernel_thread: bool = False
+    processor: int = -1  # core it last ran on (field 39 of stat); -1 if unknown
 
     @property
     def key(self) -> ProcessKey:
@@ -147,6 +149,7 @@ def parse_process(stat_line: bytes, status: bytes, ticks_per_second: int,
         ppid, flags = int(rest[1]), int(rest[6])
         utime, stime, cutime, cstime = (int(value) for value in rest[11:15])
         start_ticks = int(rest[19])
+        processor = int(rest[36]) if len(rest) > 36 else -1
         uid = -1
         for line in status.splitlines():
             if line.startswith(b"Uid:"):
@@ -159,7 +162,7 @@ def parse_process(stat_line: bytes, status: bytes, ticks_per_second: int,
         start_time=boot_time + start_ticks / ticks_per_second,
         cpu_seconds=(utime + stime) / ticks_per_second,
         children_cpu_seconds=(cutime + cstime) / ticks_per_second,
-        kernel_thread=bool(flags & _PF_KTHREAD))
+        kernel_thread=bool(flags & _PF_KTHREAD), processor=processor)
 
 
 def uid_of(user: str | int) -> int:

@@ -19,6 +19,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 from sensors.accounting import AccountingBatch, AcctRecord
+from sensors.capacity import CapacitySample
 from sensors.clock import Clock
 from sensors.cpu import CpuSample
 from sensors.errors import InvalidArgumentError
@@ -31,10 +32,11 @@ _FIRST_UID = 1000
 
 
 class _Job:
-    __slots__ = ("arrival", "command", "finish", "pid", "service", "start", "uid")
+    __slots__ = ("arrival", "command", "core", "finish", "pid", "service", "start", "uid")
 
     def __init__(self, pid: int, uid: int, command: str, arrival: float, start: float,
-                 service: float) -> None:
+                 service: float, core: int) -> None:
+        self.core = core
         self.pid = pid
         self.uid = uid
         self.command = command
@@ -79,10 +81,15 @@ class SimulatedHost:
         self._next: Sequence | None = None
         self._last_arrival = -math.inf
         self._exhausted = False
-        self._free: list[float] = [self.boot_time] * cores
+        # (time the core becomes free, core): FCFS on the earliest free core, ties by index.
+        self._free: list[tuple[float, int]] = [(self.boot_time, core) for core in range(cores)]
+        self._core_finished_busy = [0.0] * cores
         self._active: dict[int, _Job] = {}
         self._finishing: list[tuple[float, int, int]] = []
         self._records: list[AcctRecord] = []
+        self._records_base = 0  # absolute index of _records[0]
+        self._main_position = 0
+        self._cursors: list[SimulatedAccountingCursor] = []
         self._finished_busy = 0.0
         self._forks = 1
         self._next_pid = _FIRST_PID
@@ -99,6 +106,13 @@ class SimulatedHost:
         if name not in self.users:
             self.users[name] = _FIRST_UID + len(self.users) - 1
         return self.users[name]
+
+    def user_name(self, uid: int) -> str:
+        """The name a uid was assigned from (the number as text if none)."""
+        for name, number in self.users.items():
+            if number == uid:
+                return name
+        return str(uid)
 
     # -- advancing ------------------------------------------------------------------------
 
@@ -148,10 +162,11 @@ class SimulatedHost:
                 break
             self._next = None
             self._last_arrival = arrival
-            start = max(arrival, heapq.heappop(self._free))
+            free_at, core = heapq.heappop(self._free)
+            start = max(arrival, free_at)
             job = _Job(self._allocate_pid(), self.uid_of(user), command[:15], arrival, start,
-                       cpu / self.speed)
-            heapq.heappush(self._free, job.finish)
+                       cpu / self.speed, core)
+            heapq.heappush(self._free, (job.finish, core))
             self._active[job.pid] = job
             heapq.heappush(self._finishing, (job.finish, self.jobs_seen, job.pid))
             self._forks += 1
@@ -160,6 +175,7 @@ class SimulatedHost:
             _, _, pid = heapq.heappop(self._finishing)
             job = self._active.pop(pid)
             self._finished_busy += job.service
+            self._core_finished_busy[job.core] += job.service
             self._records.append(AcctRecord(
                 pid=job.pid, ppid=1, uid=job.uid, gid=job.uid, command=job.command,
                 begin_time=job.arrival, elapsed_seconds=job.finish - job.arrival,
@@ -203,13 +219,79 @@ class SimulatedHost:
 
     def skip_to_end(self) -> AccountingBatch:
         self._advance(self.clock.now())
-        self._records = []
+        self._main_position = self._records_base + len(self._records)
+        self._trim_records()
         return AccountingBatch()
 
     def read_new(self) -> AccountingBatch:
         self._advance(self.clock.now())
-        records, self._records = self._records, []
+        records = self._records[self._main_position - self._records_base:]
+        self._main_position += len(records)
+        self._trim_records()
         return AccountingBatch(records=records)
+
+    # -- more readers and the other views ----------------------------------------------------
+
+    def open_accounting_cursor(self, *, from_start: bool = False) -> SimulatedAccountingCursor:
+        """A second, independent AccountingSource over this host's finished jobs.
+
+        It starts at the end (``from_start``: at the oldest record still held). Records are
+        kept until every open cursor has read them, so close cursors no longer read.
+        """
+        self._advance(self.clock.now())
+        cursor = SimulatedAccountingCursor(
+            self, self._records_base if from_start else self._records_base + len(self._records))
+        self._cursors.append(cursor)
+        return cursor
+
+    def _trim_records(self) -> None:
+        oldest = min([self._main_position, *(c.position for c in self._cursors)])
+        if oldest > self._records_base:
+            del self._records[:oldest - self._records_base]
+            self._records_base = oldest
+
+    def capacity_sample(self) -> CapacitySample:
+        """Exact idle CPU seconds per core since boot (no remote tasks run here)."""
+        now = self.clock.now()
+        self._advance(now)
+        busy = list(self._core_finished_busy)
+        for job in self._active.values():
+            busy[job.core] += job.cpu_at(now)
+        elapsed = now - self.boot_time
+        return CapacitySample(now, tuple(elapsed - used for used in busy))
+
+    def run_queue_length(self) -> int:
+        """Jobs in the system now (running or waiting for a core)."""
+        self._advance(self.clock.now())
+        return len(self._active)
+
+
+class SimulatedAccountingCursor:
+    """One reader of a SimulatedHost's accounting records (see open_accounting_cursor)."""
+
+    def __init__(self, host: SimulatedHost, position: int) -> None:
+        self.host = host
+        self.position = position
+
+    def skip_to_end(self) -> AccountingBatch:
+        host = self.host
+        host._advance(host.clock.now())
+        self.position = host._records_base + len(host._records)
+        host._trim_records()
+        return AccountingBatch()
+
+    def read_new(self) -> AccountingBatch:
+        host = self.host
+        host._advance(host.clock.now())
+        records = host._records[self.position - host._records_base:]
+        self.position += len(records)
+        host._trim_records()
+        return AccountingBatch(records=records)
+
+    def close(self) -> None:
+        if self in self.host._cursors:
+            self.host._cursors.remove(self)
+            self.host._trim_records()
 
 
 def read_trace_csv(path: str | Path) -> list[tuple]:

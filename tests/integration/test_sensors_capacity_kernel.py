@@ -1,0 +1,116 @@
+"""The capacity series on the real kernel (root, slow).
+
+The Poisson load generator of the sensor tests (CPU-bound jobs pinned to one core, as an
+unused uid) plays the owner; a spinner at SCHED_IDLE carrying GHS_REMOTE_TASK=1 in its
+environment plays the remote task and soaks up whatever the owners leave. For two minutes a
+CapacityRecorder records the series on its production loop; after each interval the test
+reads the truth independently: the kernel's idle + iowait time of every core (its own parse
+of /proc/stat) plus the spinner's CPU from the scheduler's nanosecond counter
+(/proc/PID/schedstat). The series must match within 2% of the elapsed time.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import traceback
+
+import pytest
+from test_sensors_load_generator import generator, unused_uid
+
+from sensors.capacity import CapacityRecorder, ProcCapacitySource
+from sensors.clock import SystemClock
+from sensors.processes import ProcfsProcessSource, build_filter
+
+pytestmark = [pytest.mark.root, pytest.mark.slow]
+
+DURATION_SECONDS = 120.0
+INTERVAL_SECONDS = 10.0
+
+
+def kernel_idle_seconds() -> float:
+    ticks = os.sysconf("SC_CLK_TCK")
+    with open("/proc/stat", encoding="ascii") as handle:
+        lines = [line.split() for line in handle if line.startswith("cpu")]
+    return sum(int(f[4]) + int(f[5]) for f in lines if f[0] != "cpu") / ticks
+
+
+def spinner_cpu_seconds(pid: int) -> float:
+    with open(f"/proc/{pid}/schedstat", encoding="ascii") as handle:
+        return int(handle.read().split()[0]) / 1e9
+
+
+def truth(pid: int) -> tuple[float, float]:
+    return time.time(), kernel_idle_seconds() + spinner_cpu_seconds(pid)
+
+
+def test_capacity_equals_kernel_idle_plus_the_remote_spinner():
+    if os.geteuid() != 0:
+        pytest.skip("needs root: runs the owners' jobs as another user")
+    uid = unused_uid()
+    core = max(os.sched_getaffinity(0))
+    read_fd, write_fd = os.pipe()
+    owner = os.fork()
+    if owner == 0:  # pragma: no cover - the generator process
+        code = 1
+        try:
+            os.close(read_fd)
+            generator(uid, core, DURATION_SECONDS + 10.0, write_fd)
+            code = 0
+        except BaseException:
+            traceback.print_exc()
+        finally:
+            os._exit(code)
+    os.close(write_fd)
+    spinner = subprocess.Popen(
+        [sys.executable, "-c", "while True: pass"],
+        env={**os.environ, "GHS_REMOTE_TASK": "1"},
+        preexec_fn=lambda: os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0)))
+    try:
+        time.sleep(1.0)
+        clock = SystemClock()
+        source = ProcCapacitySource(ProcfsProcessSource(),
+                                    build_filter(remote_marker="GHS_REMOTE_TASK"), clock)
+        recorder = CapacityRecorder(source, clock, INTERVAL_SECONDS)
+        recorder.step()
+        readings = [truth(spinner.pid)]
+        intervals = []
+        stop = threading.Event()
+
+        def keep(interval):
+            readings.append(truth(spinner.pid))
+            intervals.append(interval)
+            if interval.end_epoch_seconds - intervals[0].start_epoch_seconds >= DURATION_SECONDS:
+                stop.set()
+
+        watchdog = threading.Timer(DURATION_SECONDS + 60, stop.set)
+        watchdog.start()
+        try:
+            recorder.run(stop, keep)
+        finally:
+            watchdog.cancel()
+        spinner_seconds = spinner_cpu_seconds(spinner.pid)
+    finally:
+        spinner.kill()
+        spinner.wait()
+        os.kill(owner, signal.SIGKILL)
+        os.waitpid(owner, 0)
+        os.close(read_fd)
+
+    elapsed = intervals[-1].end_epoch_seconds - intervals[0].start_epoch_seconds
+    measured = sum(interval.available_cpu_seconds for interval in intervals)
+    expected = readings[-1][1] - readings[0][1]
+    worst = max(abs(i.available_cpu_seconds - (b[1] - a[1])) / i.elapsed_seconds
+                for i, a, b in zip(intervals, readings, readings[1:]))
+    print(f"\ncapacity over {elapsed:.1f} s on {len(intervals[0].core_ids)} cores: series "
+          f"{measured:.2f} s, kernel idle + spinner {expected:.2f} s, difference "
+          f"{(measured - expected) / elapsed:+.3%} of the elapsed time (worst "
+          f"{INTERVAL_SECONDS:g} s interval {worst:.3%}); spinner used {spinner_seconds:.1f} s")
+    assert elapsed >= DURATION_SECONDS - 1
+    assert spinner_seconds > 1.0  # the remote task really ran
+    assert all(not i.flags for i in intervals) and recorder.skipped_intervals == 0
+    assert abs(measured - expected) <= 0.02 * elapsed
