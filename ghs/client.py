@@ -18,6 +18,7 @@ from ghs.errors import GhsError
 from protocol import (
     DEFAULT_LIMITS,
     ErrorReply,
+    HistoryRequest,
     KeyPair,
     Limits,
     PredictRequest,
@@ -138,6 +139,13 @@ class Client:
         return Plan(hosts=chosen, prediction=prediction, method=body["method"],
                     evaluations=int(body["evaluations"]),
                     elapsed_seconds=float(body["elapsed_seconds"]), excluded=excluded)
+
+
+    def history(self, host: str, since_seconds: float | None = None) -> dict[str, Any]:
+        """A host's measurements, capacity series and latest running-jobs snapshot over the
+        ``since_seconds`` before its latest record (the JSON of ``ghs history --json``)."""
+        return self._ask(HistoryRequest(request_id=next(self._ids), host_id=host,
+                                        since_seconds=since_seconds))
 
 
 def _hosts(body: dict[str, Any]) -> list[Host]:

@@ -41,7 +41,7 @@ from scheduler import Host
 from scheduler.workload import Trace
 
 SWF_FIELD_COUNT = 18
-_SUBMIT, _RUN, _AVG_CPU, _USER = 1, 3, 5, 11
+_SUBMIT, _RUN, _AVG_CPU, _USER, _EXECUTABLE = 1, 3, 5, 11, 13
 UNKNOWN_USER = -1
 _GZIP_MAGIC = b"\x1f\x8b"
 
@@ -65,6 +65,8 @@ class JobLog:
     unusable_jobs: int
     first_malformed_line: int | None = None
     header: dict[str, str] = field(default_factory=dict)
+    executables: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
+    """SWF executable (application) number of each job, -1 unknown; empty for CSV logs."""
 
     def __len__(self) -> int:
         return int(self.submit_seconds.size)
@@ -96,6 +98,8 @@ class Workstations:
     capped_jobs: np.ndarray
     start_seconds: float
     end_seconds: float
+    job_indices: tuple[np.ndarray, ...] = ()
+    """Each workstation's jobs as indices into the log (in arrival order)."""
 
     @property
     def duration_seconds(self) -> float:
@@ -134,11 +138,12 @@ def read_swf(path: str | Path) -> JobLog:
     if table.shape[0] == 0:
         raise TraceError(_empty_message(source, "SWF", len(data), bad), field="path",
                          value=source)
-    submit, run, average, users = (table[:, i] for i in (_SUBMIT, _RUN, _AVG_CPU, _USER))
+    submit, run, average, users, executables = (
+        table[:, i] for i in (_SUBMIT, _RUN, _AVG_CPU, _USER, _EXECUTABLE))
     cpu = np.where(run >= 0, run, average)
     usable = (submit >= 0) & (cpu >= 0)
     return _job_log(source, submit[usable], cpu[usable], users[usable], len(data), bad,
-                    int((~usable).sum()), header)
+                    int((~usable).sum()), header, executables[usable])
 
 
 def read_csv(path: str | Path) -> JobLog:
@@ -227,16 +232,20 @@ def _empty_message(source: str, kind: str, lines: int, bad: list[int]) -> str:
             "run time")
 
 
-def _job_log(source, submit, cpu, users, data_lines, bad, unusable, header) -> JobLog:
+def _job_log(source, submit, cpu, users, data_lines, bad, unusable, header,
+             executables=None) -> JobLog:
     if submit.size == 0:
         raise TraceError(_empty_message(source, "SWF", data_lines, []), field="path",
                          value=source)
     order = np.argsort(submit, kind="stable")
     user_ids = np.where(users >= 0, users, UNKNOWN_USER).astype(np.int64)
+    if executables is None:
+        executables = np.full(submit.size, UNKNOWN_USER)
+    executables = np.where(executables >= 0, executables, UNKNOWN_USER).astype(np.int64)
     return JobLog(source=source, submit_seconds=submit[order], cpu_seconds=cpu[order],
                   user_ids=user_ids[order], data_lines=data_lines, malformed_lines=len(bad),
                   unusable_jobs=unusable, first_malformed_line=bad[0] if bad else None,
-                  header=header)
+                  header=header, executables=executables[order])
 
 
 def assign_users(user_ids: np.ndarray, workstations: int) -> dict[int, int]:
@@ -287,10 +296,12 @@ def workstation_traces(log: JobLog, workstations: int, utilisation: float | Sequ
     owner_of = assign_users(user_ids, int(workstations))
     owner = np.array([owner_of[int(u)] for u in user_ids], dtype=np.int64)
     arrivals, demands = log.submit_seconds[inside], log.cpu_seconds[inside]
+    positions = np.flatnonzero(inside)
     duration = end - start
-    traces, users, scales, capped = [], [], [], []
+    traces, users, scales, capped, indices = [], [], [], [], []
     for k, target in enumerate(targets):
         mine = owner == k
+        indices.append(positions[mine])
         scale, scaled = _scale(demands[mine], target * duration, cap_cpu_seconds, k, log.source)
         traces.append(Trace(arrivals[mine], scaled))
         users.append(tuple(sorted(u for u, w in owner_of.items() if w == k)))
@@ -299,7 +310,7 @@ def workstation_traces(log: JobLog, workstations: int, utilisation: float | Sequ
     achieved = np.array([trace.cpu_seconds.sum() / duration for trace in traces])
     return Workstations(traces=tuple(traces), users=tuple(users), scale=np.array(scales),
                         utilisation=achieved, capped_jobs=np.array(capped),
-                        start_seconds=start, end_seconds=end)
+                        start_seconds=start, end_seconds=end, job_indices=tuple(indices))
 
 
 def _utilisations(utilisation: float | Sequence[float], count: int) -> np.ndarray:

@@ -121,3 +121,38 @@ def sleep_until(clock: Clock, when: float) -> None:
     remaining = when - clock.now()
     if remaining > 0:
         clock.sleep(remaining)
+
+
+class CappedClock:
+    """Another clock that stops at ``until`` (epoch seconds): a replay's --until moment.
+
+    ``now()`` never passes ``until``. A sleep that would pass it waits until the inner clock
+    gets there and then blocks until ``released`` is set, so every thread reading this clock
+    sees the world stand still at that moment until the owner has taken its last readings.
+    """
+
+    def __init__(self, inner: Clock, until: float, released: threading.Event) -> None:
+        self.inner = inner
+        self.until = _seconds("until", until)
+        self.released = released
+
+    def now(self) -> float:
+        return min(self.inner.now(), self.until)
+
+    def monotonic(self) -> float:
+        return self.now()
+
+    def reached(self) -> bool:
+        return self.inner.now() >= self.until
+
+    def sleep(self, seconds: float) -> None:
+        seconds = _seconds("seconds", seconds)
+        if seconds <= 0 or self.released.is_set():
+            return
+        remaining = self.until - self.inner.now()
+        if seconds < remaining:
+            self.inner.sleep(seconds)
+            return
+        if remaining > 0:
+            self.inner.sleep(remaining)
+        self.released.wait()

@@ -1,6 +1,7 @@
 """The hosts an agent measures: this machine, or simulated workstations on a fast clock.
 
-Both go through the same sampler and sensor code; only the sources (procfs and the kernel's
+Both go through the same sampler and sensor code, and both ship the same record streams
+(capacity, running jobs, demand templates); only the sources (procfs and the kernel's
 accounting file, or a simulated host's job stream) differ.
 """
 
@@ -21,15 +22,24 @@ from typing import Any
 import sqlite_utils
 
 from ghs import __version__
+from ghs.agent.streams import HostStreams, TauHolder
 from ghs.config import SensorConfig
 from ghs.record import HostIdentity, wire_fields
+from sensors.accounting import AccountingReader, AccountingSource
+from sensors.capacity import CapacityRecorder, CapacitySource, ProcCapacitySource
 from sensors.clock import AcceleratedClock, Clock, SystemClock
 from sensors.host import LocalSensor, options_from
+from sensors.processes import ProcessFilter, ProcessSource
+from sensors.running import RunningSampler, identity_hasher, read_run_queue_length, user_name
 from sensors.sampler import AdaptiveSampler
+from sensors.simulated import SimulatedHost
 from sensors.speed import resolve_tau
 from sensors.store import SensorStore
+from sensors.tau_refresh import TauRefresher
+from sensors.templates import TemplateBook, TemplateFeeder
 
-OnMeasurement = Callable[[str, dict[str, Any]], None]
+OnRecord = Callable[..., object]
+"""The outbox's ``add(host_id, fields, stream="measurements")``."""
 
 
 def portable_store(path: str | None, retention_days: float) -> SensorStore:
@@ -45,33 +55,85 @@ def portable_store(path: str | None, retention_days: float) -> SensorStore:
 
 @dataclass
 class MeasuringHost:
-    """One host's identity and sampler; ``close`` releases its sensor (accounting, store)."""
+    """One host's identity, sampler and record streams; ``close`` releases its sensor."""
 
     identity: HostIdentity
     sampler: AdaptiveSampler
     closers: list[Callable[[], None]]
+    streams: HostStreams | None = None
+    tau: TauHolder | None = None
+
+    def tasks(self) -> list[tuple[str, Callable[[threading.Event], None]]]:
+        """(name, loop) pairs, each run on its own thread until the event is set."""
+        tasks: list[tuple[str, Callable[[threading.Event], None]]] = [
+            ("sampler", lambda stop: self.sampler.run(stop=stop))]
+        if self.streams is not None:
+            self.streams.start()
+            tasks.append(("streams", self.streams.run))
+        if self.tau is not None and self.tau.refresher is not None:
+            tasks.append(("tau", self.tau.run))
+        return tasks
 
     def run(self, stop: threading.Event) -> None:
         self.sampler.run(stop=stop)
 
+    def finish(self) -> None:
+        """A last round of the streams now (a replay stopped at its --until moment)."""
+        if self.streams is not None:
+            self.streams.tick()
+
     def close(self) -> None:
+        if self.streams is not None:
+            self.streams.close()
         for close in reversed(self.closers):
             close()
 
 
 def _sampler(sensor: Any, store: SensorStore, clock: Clock, rng: random.Random,
-             settings: SensorConfig, host_id: str, tau: float, sink: OnMeasurement,
+             settings: SensorConfig, host_id: str, tau: Callable[[], float], sink: OnRecord,
              interval_seconds: float | None = None) -> AdaptiveSampler:
     return AdaptiveSampler(
         sensor, store, clock, rng,
         interval_seconds=interval_seconds or settings.interval_seconds,
         min_per_hour=settings.min_per_hour, max_per_hour=settings.max_per_hour,
         window_hours=settings.window_hours,
-        on_measurement=lambda m: sink(host_id, wire_fields(m, tau)))
+        on_measurement=lambda m: sink(host_id, wire_fields(m, tau())))
+
+
+def host_streams(host_id: str, settings: SensorConfig, *, capacity: CapacitySource,
+                 processes: ProcessSource, process_filter: ProcessFilter, clock: Clock,
+                 run_queue_length: Callable[[], int], accounting: AccountingSource | None,
+                 name_of_uid: Callable[[int], str], sink: OnRecord,
+                 closers: tuple[Callable[[], None], ...] = ()) -> HostStreams:
+    """The capacity, running-jobs and template streams of one host (real or simulated)."""
+    hasher = identity_hasher(settings.hash_identities, settings.identity_key_path)
+    book = feeder = None
+    if accounting is not None:
+        book = TemplateBook(settings.template_half_life_seconds,
+                            max_keys=settings.template_max_keys)
+        feeder = TemplateFeeder(accounting, book, process_filter, name_of_uid=name_of_uid,
+                                hasher=hasher)
+    return HostStreams(
+        host_id=host_id,
+        recorder=CapacityRecorder(capacity, clock, settings.capacity_interval_seconds),
+        running=RunningSampler(processes, process_filter, clock, run_queue_length,
+                               max_jobs=settings.running_max_jobs, hasher=hasher,
+                               name_of_uid=name_of_uid),
+        sink=sink, feeder=feeder, book=book, closers=closers)
+
+
+def simulated_streams(host_id: str, simulated: SimulatedHost, settings: SensorConfig,
+                      clock: Clock, sink: OnRecord) -> HostStreams:
+    """Streams of a simulated host: its exact capacity, jobs and finished-job records."""
+    cursor = simulated.open_accounting_cursor()
+    return host_streams(host_id, settings, capacity=simulated, processes=simulated,
+                        process_filter=ProcessFilter(), clock=clock,
+                        run_queue_length=simulated.run_queue_length, accounting=cursor,
+                        name_of_uid=simulated.user_name, sink=sink, closers=(cursor.close,))
 
 
 def local_host(settings: SensorConfig, *, host_id: str | None, store_path: str | None,
-               stop: threading.Event, sink: OnMeasurement, seed: int | None = None,
+               stop: threading.Event, sink: OnRecord, seed: int | None = None,
                interval_seconds: float | None = None) -> MeasuringHost:
     """This machine, measured through procfs and (if available) process accounting."""
     clock = SystemClock(stop)
@@ -87,9 +149,24 @@ def local_host(settings: SensorConfig, *, host_id: str | None, store_path: str |
                             cores=os.cpu_count() or 1, tau=tau,
                             os=f"{platform.system()} {platform.release()}",
                             agent_version=__version__)
-    sampler = _sampler(sensor, store, clock, random.Random(seed), settings, name, tau, sink,
+    refresher = None
+    if settings.tau_refresh_interval_seconds > 0 and not settings.tau and \
+            not settings.speed_command:
+        refresher = TauRefresher(clock, tau, interval_seconds=settings.tau_refresh_interval_seconds,
+                                 threshold=settings.tau_refresh_threshold)
+    holder = TauHolder(tau, refresher)
+    sampler = _sampler(sensor, store, clock, random.Random(seed), settings, name, holder, sink,
                        interval_seconds)
-    return MeasuringHost(identity, sampler, [store.close, sensor.close])
+    reader = getattr(sensor.session.reader, "path", None)
+    templates_source = AccountingReader(reader) if reader else None
+    streams = host_streams(
+        name, settings, capacity=ProcCapacitySource(sensor.processes, sensor.process_filter,
+                                                    clock, "/proc"),
+        processes=sensor.processes, process_filter=sensor.process_filter, clock=clock,
+        run_queue_length=lambda: read_run_queue_length("/proc"),
+        accounting=templates_source, name_of_uid=user_name, sink=sink,
+        closers=(templates_source.close,) if templates_source is not None else ())
+    return MeasuringHost(identity, sampler, [store.close, sensor.close], streams, holder)
 
 
 @dataclass(frozen=True)
@@ -121,7 +198,7 @@ def workstation_profiles(count: int, seed: int) -> list[WorkstationProfile]:
 
 
 def simulated_hosts(count: int, settings: SensorConfig, *, speedup: float, seed: int,
-                    prefix: str, sink: OnMeasurement,
+                    prefix: str, sink: OnRecord,
                     interval_seconds: float | None = None) -> list[MeasuringHost]:
     """``count`` simulated workstations sharing one clock running ``speedup`` times faster."""
     # numpy and the scheduler's generators load only here: a real agent stays lean
@@ -143,7 +220,8 @@ def simulated_hosts(count: int, settings: SensorConfig, *, speedup: float, seed:
                                 tau=profile.tau, os="simulated", agent_version=__version__,
                                 simulated=True)
         sampler = _sampler(simulated.sensor(), store, clock,
-                           random.Random(seed * 1000 + index), settings, host_id, profile.tau,
-                           sink, interval_seconds)
-        hosts.append(MeasuringHost(identity, sampler, [store.close]))
+                           random.Random(seed * 1000 + index), settings, host_id,
+                           TauHolder(profile.tau), sink, interval_seconds)
+        hosts.append(MeasuringHost(identity, sampler, [store.close],
+                                   simulated_streams(host_id, simulated, settings, clock, sink)))
     return hosts

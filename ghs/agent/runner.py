@@ -5,13 +5,14 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import zmq
 
 from ghs.agent.hosts import MeasuringHost, local_host, simulated_hosts
 from ghs.agent.outbox import Outbox
+from ghs.agent.replay import Replay, read_stations, replay_hosts
 from ghs.agent.sender import Sender
 from ghs.config import Config
 from ghs.errors import GhsError
@@ -25,48 +26,96 @@ def expand(path: str) -> str:
 
 
 class Agent:
-    """Samplers feeding ``outbox`` and a ``sender`` draining it, until ``stop`` is set."""
+    """Samplers and streams feeding ``outbox`` and a ``sender`` draining it, until ``stop``.
 
-    def __init__(self, hosts: Sequence[MeasuringHost], sender: Sender, outbox: Outbox) -> None:
+    With a ``replay`` stopping at a moment, the hosts' threads end when its clock gets there,
+    each host sends a last round stamped with that moment, and the agent stops once the
+    outbox is drained (``drained`` says whether it was).
+    """
+
+    def __init__(self, hosts: Sequence[MeasuringHost], sender: Sender, outbox: Outbox,
+                 replay: Replay | None = None) -> None:
         self.hosts = list(hosts)
         self.sender = sender
         self.outbox = outbox
+        self.replay = replay
         self.failures: list[BaseException] = []
+        self.drained = False
 
-    def _sample(self, host: MeasuringHost, stop: threading.Event) -> None:
+    def _loop(self, host: MeasuringHost, name: str, loop: Callable[[threading.Event], None],
+              world: threading.Event) -> None:
         try:
-            host.run(stop)
+            loop(world)
         except Exception as exc:  # a broken sampler must not take the others down
-            LOG.exception("sampler of %s stopped", host.identity.host_id)
+            LOG.exception("%s of %s stopped", name, host.identity.host_id)
             self.failures.append(exc)
 
     def run(self, stop: threading.Event, *, drain_seconds: float = 2.0) -> None:
-        threads = [threading.Thread(target=self._sample, args=(host, stop), daemon=True,
-                                    name=f"ghs-sampler-{host.identity.host_id}")
-                   for host in self.hosts]
+        # the hosts' world stops with the agent, or at the replay's --until moment
+        world = self.replay.released if self.replay is not None else threading.Event()
+        threads = [threading.Thread(target=self._loop, args=(host, name, loop, world),
+                                    daemon=True, name=f"ghs-{name}-{host.identity.host_id}")
+                   for host in self.hosts for name, loop in host.tasks()]
         for thread in threads:
             thread.start()
+        if self.replay is not None and self.replay.until_epoch_seconds is not None:
+            threading.Thread(target=self._stop_world, args=(stop, world, threads),
+                             daemon=True, name="ghs-replay-until").start()
+        else:
+            threading.Thread(target=lambda: (stop.wait(), world.set()), daemon=True,
+                             name="ghs-world").start()
         try:
             self.sender.run(stop, drain_seconds=drain_seconds)
         finally:
             stop.set()
+            world.set()
             for thread in threads:
                 thread.join(timeout=10)
+            self.drained = self.outbox.count() == 0
             for host in self.hosts:
                 host.close()
             self.sender.close()
             self.outbox.close()
 
+    def _stop_world(self, stop: threading.Event, world: threading.Event,
+                    threads: list[threading.Thread]) -> None:
+        """At the replay's end: freeze the hosts, take the last round, let the sender drain."""
+        assert self.replay is not None
+        clock = self.replay.clock
+        while not stop.is_set() and not clock.reached():  # type: ignore[attr-defined]
+            stop.wait(0.005)
+        world.set()
+        for thread in threads:
+            thread.join(timeout=30)
+        if not stop.is_set():
+            for host in self.hosts:
+                host.finish()
+            LOG.info("replay stopped at log time %.0f s; draining the outbox",
+                     self.replay.until_epoch_seconds - self.replay.zero_epoch_seconds)
+        stop.set()
+
 
 def build_agent(config: Config, *, context: zmq.Context, stop: threading.Event,
                 endpoint: str, simulate: int = 0, speedup: float = 1.0, seed: int = 1,
                 interval_seconds: float | None = None, host_id: str | None = None,
-                outbox_path: str | None = None, store_path: str | None = None) -> Agent:
-    """An agent for this machine, or for ``simulate`` simulated workstations."""
+                outbox_path: str | None = None, store_path: str | None = None,
+                replay: Sequence[str] = (), stations: int = 1, utilisation: float = 0.3,
+                until_seconds: float | None = None,
+                replay_zero_epoch_seconds: float | None = None) -> Agent:
+    """An agent for this machine, for ``simulate`` simulated workstations, or replaying the
+    workload logs in ``replay``."""
     settings = config.agent
     outbox = Outbox(expand(outbox_path or settings.outbox))
+    replayed = None
     try:
-        if simulate > 0:
+        if replay:
+            replayed = replay_hosts(
+                read_stations(list(replay), stations=stations, utilisation=utilisation),
+                config.sensor, speedup=speedup, sink=outbox.add,
+                zero_epoch_seconds=replay_zero_epoch_seconds, until_seconds=until_seconds,
+                seed=seed, interval_seconds=interval_seconds)
+            hosts = replayed.hosts
+        elif simulate > 0:
             prefix = host_id or settings.host_id or "lab"
             hosts = simulated_hosts(simulate, config.sensor, speedup=speedup, seed=seed,
                                     prefix=prefix, sink=outbox.add,
@@ -89,4 +138,4 @@ def build_agent(config: Config, *, context: zmq.Context, stop: threading.Event,
     except BaseException:
         outbox.close()
         raise
-    return Agent(hosts, sender, outbox)
+    return Agent(hosts, sender, outbox, replayed)

@@ -24,6 +24,7 @@ COMMANDS = {
     "manager": "ghs.cli.daemons:manager",
     "agent": "ghs.cli.daemons:agent",
     "status": "ghs.cli.remote:status",
+    "history": "ghs.cli.remote:history",
     "keys": "ghs.cli.remote:keys",
     "demo": "ghs.cli.demo:demo",
 }

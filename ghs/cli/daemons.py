@@ -49,11 +49,31 @@ def manager(ctx, endpoint, client_endpoint, database, insecure, verbose):
               help="Length of one measurement (default sensor.interval_seconds).")
 @click.option("--host-id", default=None, help="Id at the manager (default: hostname).")
 @click.option("--outbox", default=None, help="SQLite outbox (default agent.outbox).")
+@click.option("--replay", "replay", multiple=True, type=click.Path(dir_okay=False),
+              help="Replay a workload log as a workstation (CSV arrival_seconds,cpu_seconds"
+                   "[,user[,command]], or SWF cut with --stations); repeatable.")
+@click.option("--stations", type=click.IntRange(min=1), default=1,
+              help="Cut each SWF log into N workstations (host ids NAME-k).")
+@click.option("--utilisation", type=click.FloatRange(0.0, 1.0, min_open=True, max_open=True),
+              default=0.3, help="Utilisation each SWF workstation is scaled to.")
+@click.option("--until", "until", type=DURATION, default=None,
+              help="Stop the replay clock at this log time, send a last report, drain, exit.")
+@click.option("--replay-epoch", type=float, default=None,
+              help="Epoch seconds that log time 0 maps to (default: the SWF UnixStartTime, "
+                   "else 2026-01-05 00:00 UTC).")
+@click.option("--drain-timeout", type=DURATION, default=120.0, show_default=True,
+              help="With --until: how long to wait for the manager to acknowledge everything.")
 @click.option("-v", "--verbose", is_flag=True, help="Log at INFO level.")
 @click.pass_context
-def agent(ctx, endpoint, simulate, speedup, seed, interval, host_id, outbox, verbose):
-    """Run the measuring agent: sample this machine (or simulated ones), ship to the manager."""
-    if not simulate:
+def agent(ctx, endpoint, simulate, speedup, seed, interval, host_id, outbox, replay, stations,
+          utilisation, until, replay_epoch, drain_timeout, verbose):
+    """Run the measuring agent: sample this machine (or simulated ones, or replayed logs) and
+    ship to the manager."""
+    if until is not None and not replay:
+        raise click.UsageError("--until goes with --replay")
+    if replay and simulate:
+        raise click.UsageError("give --replay or --simulate, not both")
+    if not simulate and not replay:
         from ghs.daemon import keep_numpy_out
 
         keep_numpy_out()
@@ -71,9 +91,15 @@ def agent(ctx, endpoint, simulate, speedup, seed, interval, host_id, outbox, ver
     try:
         running = build_agent(config, context=context, stop=stop, endpoint=endpoint,
                               simulate=simulate, speedup=speedup, seed=seed,
-                              interval_seconds=interval, host_id=host_id, outbox_path=outbox)
+                              interval_seconds=interval, host_id=host_id, outbox_path=outbox,
+                              replay=replay, stations=stations, utilisation=utilisation,
+                              until_seconds=until, replay_zero_epoch_seconds=replay_epoch)
         names = ", ".join(host.identity.host_id for host in running.hosts)
         click.echo(f"ghs agent measuring {names} -> {endpoint}", err=True)
-        running.run(stop)
+        running.run(stop, drain_seconds=drain_timeout if until is not None else 2.0)
+        if until is not None and not running.drained:
+            raise GhsError(f"the manager at {endpoint} did not acknowledge everything within "
+                           f"{drain_timeout:g} s; the rest stays in the outbox",
+                           field="drain_timeout", value=drain_timeout)
     finally:
         context.term()

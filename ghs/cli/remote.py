@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from ghs.cli.common import config_from, console, emit_json, json_option
+from ghs.cli.common import DURATION, config_from, console, emit_json, json_option
 
 
 @click.command()
@@ -24,6 +24,34 @@ def status(ctx, endpoint, as_json):
         emit_json(result.to_dict())
     else:
         render.show_status(console(), result)
+
+
+@click.command()
+@click.argument("host")
+@click.option("--manager", "endpoint", default=None, envvar="GHS_MANAGER",
+              help="Manager endpoint (or GHS_MANAGER, or config 'manager').")
+@click.option("--since", type=DURATION, default=86400.0,
+              help="How far back from the host's latest record (default 24h).")
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None,
+              help="Write a PNG of load and available fraction against time of day.")
+@json_option
+@click.pass_context
+def history(ctx, host, endpoint, since, plot_path, as_json):
+    """A host's measurements, capacity series and jobs running at its latest report."""
+    from ghs.history_view import plot_history, show_history
+    from ghs.remote import open_client
+
+    config = config_from(ctx)
+    with open_client(config, endpoint) as client:
+        result = client.history(host, since_seconds=since)
+    if plot_path:
+        plot_history(result, plot_path)
+    if as_json:
+        emit_json(result)
+    else:
+        show_history(console(), result)
+        if plot_path:
+            click.echo(f"plot written to {plot_path}")
 
 
 @click.command()

@@ -36,20 +36,27 @@ def host_history(store: ManagerStore, streams: StreamTables, host_id: str,
     since = None if latest is None else latest - window
     rows = store.measurements(host_id, since_end=since)
     measurements = [{k: v for k, v in row.items() if k not in ("host_id",)} for row in rows]
-    capacity, cumulative = [], 0.0
+    capacity: list[list[float]] = []
+    cumulative = 0.0
     hourly_until = None
     full = streams.capacity(host_id, since)
-    if full and since is not None and full[0]["end_epoch_seconds"] - full[0][
-            "interval_seconds"] > since + 3600.0:
+    first_start = (full[0]["end_epoch_seconds"] - full[0]["interval_seconds"]) if full else None
+    if first_start is not None and since is not None:
         # older than the full-resolution rows: the hourly sums
-        hourly_until = full[0]["end_epoch_seconds"] - full[0]["interval_seconds"]
         for hour in streams.capacity_hourly(host_id):
-            end = hour["hour_start_epoch_seconds"] + 3600.0
-            if end <= since or end > hourly_until:
+            start = hour["hour_start_epoch_seconds"]
+            if start < since or start + 3600.0 > first_start:
                 continue
+            if not capacity or capacity[-1][0] < start:
+                capacity.append([start, round(cumulative, 3)])
             cumulative += hour["available_cpu_seconds"]
-            capacity.append([end, round(cumulative, 3)])
+            capacity.append([start + 3600.0, round(cumulative, 3)])
+            hourly_until = start + 3600.0
     for interval in full:
+        start = interval["end_epoch_seconds"] - interval["interval_seconds"]
+        if not capacity or capacity[-1][0] < start - 1e-3:
+            # the series starts, or resumes after a gap, at the interval's start
+            capacity.append([start, round(cumulative, 3)])
         cumulative += interval["available_cpu_seconds"]
         capacity.append([interval["end_epoch_seconds"], round(cumulative, 3)])
     running = streams.latest_running(host_id)
