@@ -18,20 +18,43 @@ def stored(database):
             for (host,) in connection.execute("SELECT DISTINCT host_id FROM measurements")}
 
 
-def produced(outbox):
+def produced(outbox, stream="measurements"):
     with sqlite3.connect(outbox) as connection:
         pending = connection.execute("SELECT COUNT(*) FROM outbox").fetchone()[0]
-        counts = dict(connection.execute("SELECT host_id, next_seq FROM sequence"))
+        counts = dict(connection.execute("SELECT host_id, next_seq FROM sequence WHERE "
+                                         "stream = ?", [stream]))
     return counts, pending
 
 
-def assert_each_stored_once(database, outboxes):
+def capacity_intervals(database):
+    with sqlite3.connect(database) as connection:
+        return {host: connection.execute(
+            "SELECT end_ms - interval_ms, end_ms FROM capacity JOIN host_keys USING (host_key) "
+            "WHERE host_id = ? ORDER BY end_ms", [host]).fetchall()
+            for (host,) in connection.execute("SELECT host_id FROM host_keys")}
+
+
+def assert_each_stored_once(database, outboxes, contiguous=True):
     seqs = stored(database)
+    series = capacity_intervals(database)
+    with sqlite3.connect(database) as connection:
+        merged = dict(connection.execute(
+            "SELECT host_id, last_seq FROM template_seq JOIN host_keys USING (host_key)"))
     for outbox in outboxes:
         counts, pending = produced(outbox)
-        assert pending == 0, f"{outbox} still holds {pending} unacknowledged measurements"
+        assert pending == 0, f"{outbox} still holds {pending} unacknowledged records"
         for host, count in counts.items():
             assert seqs.get(host) == list(range(count)), host
+        # every capacity interval once, and they tile the host's time without a gap
+        for host, count in produced(outbox, "capacity")[0].items():
+            intervals = series[host]
+            assert len(intervals) == count, host
+            if contiguous:  # one agent run: no gap, no overlap (times are whole ms)
+                gaps = [start - end for (_, end), (start, _) in zip(intervals, intervals[1:])]
+                assert max(map(abs, gaps)) <= 1, (host, max(gaps), min(gaps))
+        # every template increment merged once, in order, none left behind
+        for host, count in produced(outbox, "templates")[0].items():
+            assert merged[host] == count - 1, host
 
 
 def test_twenty_agents_report_and_a_silent_one_goes_stale(daemons):
@@ -97,7 +120,8 @@ def test_agent_killed_and_restarted_replays_its_outbox(daemons):
     wait_for(lambda: produced(daemons.root / "agent.sqlite")[0]["lab-sim00"] >
              counts["lab-sim00"] + 20, 60, "the restarted agent to measure again")
     assert daemons.terminate(restarted) == 0
-    assert_each_stored_once(database, [daemons.root / "agent.sqlite"])
+    # a restarted simulated agent starts a new accelerated clock, so its series restarts
+    assert_each_stored_once(database, [daemons.root / "agent.sqlite"], contiguous=False)
 
 
 def test_manager_refuses_a_public_bind_without_keys(daemons):
