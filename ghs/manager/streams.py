@@ -122,52 +122,75 @@ class StreamTables:
     def add(self, host_id: str, stream: str, records: Sequence[Mapping[str, Any]]) -> int:
         """Store one batch of a stream (validated records) in one transaction; returns how
         many records were new."""
-        connection = self.db.conn
-        with connection:
+        with self.db.conn:
             key = self.host_key(host_id)
-            before = connection.total_changes
             if stream == "capacity":
-                self._add_capacity(key, records)
-            elif stream == "running":
-                self._add_running(key, records)
-            elif stream == "templates":
+                return self._add_capacity(key, records)
+            if stream == "running":
+                return self._add_running(key, records)
+            if stream == "templates":
                 return self._add_templates(key, records)
-            else:
-                raise ValueError(f"unknown stream {stream!r}")
-            return connection.total_changes - before
+            raise ValueError(f"unknown stream {stream!r}")
 
-    def _add_capacity(self, key: int, records: Sequence[Mapping[str, Any]]) -> None:
+    def _add_capacity(self, key: int, records: Sequence[Mapping[str, Any]]) -> int:
         rows = []
         for record in records:
             interval = record["end_epoch_seconds"] - record["start_epoch_seconds"]
             rows.append((key, _ms(record["end_epoch_seconds"]), _ms(interval),
                          _ms(record["available_cpu_seconds"]),
                          pack_per_core(record["per_core_available_cpu_seconds"], interval)))
-        cursor = self.db.conn.executemany(
+        # an hour older than the retention already lost its full-resolution rows: a late
+        # record is added to its sum instead of rebuilding it from what is left
+        pruned_before = (self._latest_ms("capacity", "end_ms", key)
+                         - int(self.retention.capacity_days * _DAY_MS))
+        late = [row for row in rows if row[1] <= pruned_before and self.db.execute(
+            "SELECT 1 FROM capacity WHERE host_key = ? AND end_ms = ?", row[:2]).fetchone()
+            is None]
+        new = self.db.conn.executemany(
             "INSERT OR IGNORE INTO capacity (host_key, end_ms, interval_ms, available_ms, "
-            "per_core) VALUES (?, ?, ?, ?, ?)", rows)
-        del cursor
-        latest = self._latest_ms("capacity", "end_ms", key)
-        horizon = latest - int(self.retention.capacity_days * _DAY_MS)
+            "per_core) VALUES (?, ?, ?, ?, ?)", rows).rowcount
         for hour in sorted({(row[1] - 1) // _HOUR_MS for row in rows}):
-            if (hour + 1) * _HOUR_MS > horizon:
+            if (hour + 1) * _HOUR_MS > pruned_before:
                 self._rebuild_hour(key, hour)
-        self._prune_capacity(key, latest)
+        for row in late:
+            self._add_to_hour(key, (row[1] - 1) // _HOUR_MS, [row[2:]])
+        self._prune_capacity(key, self._latest_ms("capacity", "end_ms", key))
+        return new
+
+    @staticmethod
+    def _sums(rows: Sequence[Sequence[Any]]) -> tuple[int, int, list[float] | None]:
+        """Covered and available ms, and per-core seconds, of (interval, available, blob)."""
+        covered = sum(row[0] for row in rows)
+        available = sum(row[1] for row in rows)
+        per_core = None
+        if any(row[2] is not None for row in rows):
+            columns = [unpack_per_core(row[2], row[0], row[1]) for row in rows]
+            per_core = [sum(values) for values in zip(*columns)]
+        return covered, available, per_core
 
     def _rebuild_hour(self, key: int, hour: int) -> None:
         rows = self.db.execute(
             "SELECT interval_ms, available_ms, per_core FROM capacity WHERE host_key = ? "
             "AND end_ms > ? AND end_ms <= ?", [key, hour * _HOUR_MS, (hour + 1) * _HOUR_MS]
         ).fetchall()
-        covered = sum(row[0] for row in rows)
-        available = sum(row[1] for row in rows)
-        per_core = None
-        if any(row[2] is not None for row in rows):
-            columns = [unpack_per_core(row[2], row[0], row[1]) for row in rows]
-            per_core = json.dumps([round(sum(values), 3) for values in zip(*columns)])
+        self._write_hour(key, hour, *self._sums(rows))
+
+    def _add_to_hour(self, key: int, hour: int, rows: Sequence[Sequence[Any]]) -> None:
+        covered, available, per_core = self._sums(rows)
+        old = self.db.execute("SELECT covered_ms, available_ms, per_core FROM capacity_hourly "
+                              "WHERE host_key = ? AND hour = ?", [key, hour]).fetchone()
+        if old is not None:
+            covered, available = covered + old[0], available + old[1]
+            if per_core is not None and old[2] is not None:
+                per_core = [a + b for a, b in zip(per_core, json.loads(old[2]))]
+        self._write_hour(key, hour, covered, available, per_core)
+
+    def _write_hour(self, key: int, hour: int, covered: int, available: int,
+                    per_core: list[float] | None) -> None:
         self.db.execute("INSERT OR REPLACE INTO capacity_hourly (host_key, hour, covered_ms, "
                         "available_ms, per_core) VALUES (?, ?, ?, ?, ?)",
-                        [key, hour, covered, available, per_core])
+                        [key, hour, covered, available, None if per_core is None else
+                         json.dumps([round(value, 3) for value in per_core])])
 
     def _prune_capacity(self, key: int, latest_ms: int) -> None:
         self.db.execute("DELETE FROM capacity WHERE host_key = ? AND end_ms < ?",
@@ -176,12 +199,12 @@ class StreamTables:
                         [key, (latest_ms - int(self.retention.hourly_days * _DAY_MS))
                          // _HOUR_MS])
 
-    def _add_running(self, key: int, records: Sequence[Mapping[str, Any]]) -> None:
-        self.db.conn.executemany(
+    def _add_running(self, key: int, records: Sequence[Mapping[str, Any]]) -> int:
+        new = self.db.conn.executemany(
             "INSERT OR IGNORE INTO running (host_key, epoch_ms, run_queue_length, "
             "jobs_omitted, jobs) VALUES (?, ?, ?, ?, ?)",
             [(key, _ms(r["epoch_seconds"]), r["run_queue_length"], r.get("jobs_omitted", 0),
-              json.dumps(list(r["jobs"]), separators=(",", ":"))) for r in records])
+              json.dumps(list(r["jobs"]), separators=(",", ":"))) for r in records]).rowcount
         latest = self._latest_ms("running", "epoch_ms", key)
         # the last hour in full, then the first snapshot of each hour (for back-tests)
         self.db.execute(
@@ -190,6 +213,7 @@ class StreamTables:
             [key, latest - _HOUR_MS, key, _HOUR_MS])
         self.db.execute("DELETE FROM running WHERE host_key = ? AND epoch_ms < ?",
                         [key, latest - int(self.retention.capacity_days * _DAY_MS)])
+        return new
 
     def _add_templates(self, key: int, records: Sequence[Mapping[str, Any]]) -> int:
         row = self.db.execute("SELECT last_seq FROM template_seq WHERE host_key = ?",

@@ -1,5 +1,6 @@
 """The manager and agents as real processes over ZeroMQ on loopback."""
 
+import itertools
 import signal
 import sqlite3
 
@@ -50,7 +51,7 @@ def assert_each_stored_once(database, outboxes, contiguous=True):
             intervals = series[host]
             assert len(intervals) == count, host
             if contiguous:  # one agent run: no gap, no overlap (times are whole ms)
-                gaps = [start - end for (_, end), (start, _) in zip(intervals, intervals[1:])]
+                gaps = [start - end for (_, end), (start, _) in itertools.pairwise(intervals)]
                 assert max(map(abs, gaps)) <= 1, (host, max(gaps), min(gaps))
         # every template increment merged once, in order, none left behind
         for host, count in produced(outbox, "templates")[0].items():
