@@ -5,11 +5,16 @@
 - stream: a real ``ghs manager`` process fed by agents' DEALER sockets in this process,
   measurements per second stored and acknowledged end to end;
 - fan-in: 1,000 agents connected at once, each saying hello and sending its measurements;
-  every (host, seq) must end up stored exactly once.
+  every (host, seq) must end up stored exactly once;
+- capacity: 1,000 agents' capacity series (and running-jobs snapshots) at one record a
+  minute each, sent as fast as the manager takes them: the manager process's CPU seconds per
+  record, and what that is at the real cadence as a share of one core;
+- bytes: what a host-week of capacity (full resolution) and running snapshots take on disk.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import resource
 import sqlite3
@@ -28,6 +33,7 @@ from protocol import (
     Hello,
     Measurement,
     MeasurementBatch,
+    RecordBatch,
     decode,
     encode,
 )
@@ -68,7 +74,7 @@ def bench_store(folder: Path, count: int = 200_000) -> dict[str, Any]:
             "speedup": batched / baseline, "stored": stored}
 
 
-def _start_manager(folder: Path) -> tuple[subprocess.Popen, str]:
+def _start_manager(folder: Path, **env: str) -> tuple[subprocess.Popen, str]:
     log = folder / "manager.log"
     (folder / "none.toml").write_text("")
     process = subprocess.Popen(
@@ -76,7 +82,7 @@ def _start_manager(folder: Path) -> tuple[subprocess.Popen, str]:
          "--database", str(folder / "manager.sqlite")],
         stdout=log.open("w"), stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
         env={"GHS_CONFIG": str(folder / "none.toml"), "PATH": "/usr/bin:/bin",
-             "HOME": str(folder)})
+             "HOME": str(folder), **env})
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         match = re.search(r"listening on (tcp://[0-9.]+:[0-9]+)", log.read_text())
@@ -182,6 +188,89 @@ def bench_fan_in(folder: Path, agents: int = 1000, per_agent: int = 10) -> dict[
             "exactly_once": exactly_once, "seconds": seconds}
 
 
+def _process_cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _capacity_record(seq: int, cores: int) -> dict[str, Any]:
+    end = 1.0e9 + 60.0 * (seq + 1)
+    per_core = [20.0 + (seq * 7 + core * 13) % 40 for core in range(cores)]
+    return {"seq": seq, "start_epoch_seconds": end - 60.0, "end_epoch_seconds": end,
+            "available_cpu_seconds": sum(per_core), "per_core_available_cpu_seconds": per_core}
+
+
+def _running_record(seq: int) -> dict[str, Any]:
+    return {"seq": seq, "epoch_seconds": 1.0e9 + 60.0 * (seq + 1), "run_queue_length": 2,
+            "jobs": [{"cpu_seconds": 12.5 + seq, "wall_seconds": 30.0 + seq, "command": "make",
+                      "user": "ann"}, {"cpu_seconds": 0.5, "wall_seconds": 2.0,
+                                       "command": "cc1", "user": "ann"}]}
+
+
+def bench_capacity(folder: Path, hosts: int = 1000, minutes: int = 30) -> dict[str, Any]:
+    """A real manager fed ``minutes`` rounds of one capacity record and one running snapshot
+    per host, one host per agent socket."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, max(soft, 4 * hosts + 256)), hard))
+    process, endpoint = _start_manager(folder)
+    context = zmq.Context()
+    context.set(zmq.MAX_SOCKETS, 4 * hosts + 256)
+    figures: dict[str, Any] = {"hosts": hosts, "minutes": minutes}
+    try:
+        sockets = _dealers(context, endpoint, hosts)
+        for index, socket in enumerate(sockets):
+            _hello(socket, f"cap{index:04d}")
+        _collect(sockets, hosts, 120)
+        for stream, make in (("capacity", lambda seq: _capacity_record(seq, 4)),
+                             ("running", _running_record)):
+            payloads = [[encode(RecordBatch(request_id=10 + minute, host_id=f"cap{index:04d}",
+                                            stream=stream, records=(make(minute),)))
+                         for index in range(hosts)] for minute in range(minutes)]
+            before = _process_cpu_seconds(process.pid)
+            started = time.perf_counter()
+            for minute in range(minutes):
+                for index, socket in enumerate(sockets):
+                    socket.send(payloads[minute][index])
+                _collect(sockets, hosts, 120)
+            seconds = time.perf_counter() - started
+            cpu = _process_cpu_seconds(process.pid) - before
+            records = hosts * minutes
+            figures[stream] = {
+                "records": records, "seconds": seconds, "manager_cpu_seconds": cpu,
+                "cpu_seconds_per_record": cpu / records,
+                # 1,000 hosts at one record a minute each
+                "core_percent_at_1000_hosts_per_minute": 100.0 * cpu / records * 1000 / 60.0}
+    finally:
+        context.destroy(linger=0)
+        process.terminate()
+        process.wait(30)
+    return figures
+
+
+def bench_bytes(folder: Path, hosts: int = 20) -> dict[str, Any]:
+    """Disk bytes per host-week: a week of one-minute capacity rows (1 and 8 cores) and the
+    running snapshots that retention keeps of a week of one-a-minute snapshots."""
+    week = 7 * 24 * 60
+    figures: dict[str, Any] = {}
+    for label, cores, stream in (("capacity_1_core", 1, "capacity"),
+                                 ("capacity_8_cores", 8, "capacity"),
+                                 ("running", 1, "running")):
+        store = ManagerStore(folder / f"{label}.sqlite")
+        for host in range(hosts):
+            for start in range(0, week, 1000):
+                records = [_capacity_record(seq, cores) if stream == "capacity"
+                           else _running_record(seq) for seq in range(start,
+                                                                     min(week, start + 1000))]
+                store.streams.add(f"h{host}", stream, records)
+        used = store.streams.bytes_used()
+        table = "capacity" if stream == "capacity" else "running"
+        figures[label] = {"bytes_per_host_week": used.get(table, 0) / hosts,
+                          "rows_per_host": week if stream == "capacity" else len(
+                              store.streams.running("h0"))}
+        store.close()
+    return figures
+
+
 def _count(database: Path) -> int:
     with sqlite3.connect(database) as connection:
         return connection.execute("SELECT COUNT(*) FROM measurements").fetchone()[0]
@@ -192,12 +281,18 @@ def run(quick: bool = False) -> dict[str, Any]:
         root = Path(folder)
         for name in ("store", "stream", "fan_in"):
             (root / name).mkdir()
+        for name in ("capacity", "bytes"):
+            (root / name).mkdir()
         if quick:
             return {"store": bench_store(root / "store", 20_000),
                     "stream": bench_stream(root / "stream", agents=2, batches=5),
-                    "fan_in": bench_fan_in(root / "fan_in", agents=50), "quick": True}
+                    "fan_in": bench_fan_in(root / "fan_in", agents=50),
+                    "capacity": bench_capacity(root / "capacity", hosts=50, minutes=5),
+                    "bytes": bench_bytes(root / "bytes", hosts=2), "quick": True}
         return {"store": bench_store(root / "store"), "stream": bench_stream(root / "stream"),
-                "fan_in": bench_fan_in(root / "fan_in"), "quick": False}
+                "fan_in": bench_fan_in(root / "fan_in"),
+                "capacity": bench_capacity(root / "capacity"),
+                "bytes": bench_bytes(root / "bytes"), "quick": False}
 
 
 def show(console: Any, results: dict[str, Any]) -> None:
@@ -211,3 +306,15 @@ def show(console: Any, results: dict[str, Any]) -> None:
     console.print(f"fan-in: {fan['agents']:,} agents connected at once, {fan['stored']:,} of "
                   f"{fan['expected']:,} measurements stored, exactly once: "
                   f"{fan['exactly_once']}, {fan['seconds']:.1f} s")
+    capacity = results["capacity"]
+    for stream in ("capacity", "running"):
+        figures = capacity[stream]
+        console.print(
+            f"{stream} series: {figures['cpu_seconds_per_record'] * 1e6:,.0f} us of manager "
+            f"CPU a record ({figures['records']:,} from {capacity['hosts']:,} agents); 1,000 "
+            f"hosts at one a minute: {figures['core_percent_at_1000_hosts_per_minute']:.2f}% "
+            "of a core")
+    sizes = results["bytes"]
+    console.print("bytes per host-week: " + ", ".join(
+        f"{label.replace('_', ' ')} {figures['bytes_per_host_week'] / 1024:,.0f} KiB"
+        for label, figures in sizes.items()))

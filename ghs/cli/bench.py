@@ -6,7 +6,7 @@ import click
 
 from ghs.cli.common import DURATION, console, emit_json, json_option
 
-PARTS = ("scheduler", "manager", "sensors")
+PARTS = ("scheduler", "manager", "sensors", "soak")
 
 
 @click.command()
@@ -16,8 +16,14 @@ PARTS = ("scheduler", "manager", "sensors")
               help="Only these parts (repeatable; default: scheduler and manager).")
 @click.option("--sensor-duration", type=DURATION, default=600.0,
               help="How long the sensor overhead run lasts (part 'sensors'; default 10m).")
+@click.option("--soak-hosts", type=click.IntRange(min=1), default=100,
+              help="Simulated hosts of the soak (part 'soak').")
+@click.option("--soak-days", type=click.FloatRange(min=0.1), default=10.0,
+              help="Virtual days of the soak (part 'soak').")
+@click.option("--soak-speedup", type=click.FloatRange(min=1.0), default=3600.0,
+              help="Virtual seconds per real second in the soak (part 'soak').")
 @json_option
-def bench(quick, seed, parts, sensor_duration, as_json):
+def bench(quick, seed, parts, sensor_duration, soak_hosts, soak_days, soak_speedup, as_json):
     """Measure prediction, selection, manager and sensor speed (ratios against baselines)."""
     parts = parts or ("scheduler", "manager")
     results = {}
@@ -33,6 +39,10 @@ def bench(quick, seed, parts, sensor_duration, as_json):
         from ghs.benchmarks import sensors
 
         results["sensors"] = sensors.sensor_overhead(60.0 if quick else sensor_duration)
+    if "soak" in parts:
+        from ghs.benchmarks import soak
+
+        results["soak"] = soak.run(hosts=soak_hosts, days=soak_days, speedup=soak_speedup)
     if as_json:
         emit_json(results)
         return
@@ -49,3 +59,7 @@ def bench(quick, seed, parts, sensor_duration, as_json):
         from ghs.benchmarks import sensors
 
         sensors.show(out, results["sensors"])
+    if "soak" in results:
+        from ghs.benchmarks import soak
+
+        soak.show(out, results["soak"])

@@ -1,0 +1,97 @@
+"""Soak (``ghs bench --part soak``): simulated hosts for days of virtual time against one manager.
+
+A real manager process and a real agent process simulating ``hosts`` workstations on a clock
+``speedup`` times faster than real time run until ``days`` of virtual time have passed. Every
+few real seconds the manager's resident memory (VmRSS) and its database's size on disk (file
+plus WAL) are read; the result is both curves against virtual days, and what was stored, so a
+reader can see them level off at the retention bounds (full-resolution series and
+measurements: ``pcm.retention_days``; hourly sums: ``pcm.hourly_retention_days``).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from ghs.benchmarks.manager import _start_manager
+
+DAY_SECONDS = 86400.0
+
+
+def _rss_bytes(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+def _database_bytes(database: Path) -> int:
+    return sum(path.stat().st_size for path in (database, database.with_name(
+        database.name + "-wal")) if path.exists())
+
+
+def run(hosts: int = 100, days: float = 10.0, speedup: float = 3600.0,
+        sample_every_seconds: float = 2.0, retention_days: float = 8.0) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="ghs-soak-") as folder:
+        root = Path(folder)
+        manager, endpoint = _start_manager(root, GHS_PCM_RETENTION_DAYS=str(retention_days))
+        database = root / "manager.sqlite"
+        agent = subprocess.Popen(
+            [sys.executable, "-m", "ghs", "agent", "--manager", endpoint, "--simulate",
+             str(hosts), "--speedup", str(speedup), "--outbox", str(root / "outbox.sqlite")],
+            stdout=(root / "agent.log").open("w"), stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL, env={**os.environ, "GHS_CONFIG": str(root / "none.toml"),
+                                           "HOME": str(root)})
+        started = time.monotonic()
+        curve = []
+        try:
+            while True:
+                elapsed = time.monotonic() - started
+                virtual_days = elapsed * speedup / DAY_SECONDS
+                curve.append({"virtual_days": round(virtual_days, 3),
+                              "manager_rss_mb": _rss_bytes(manager.pid) / 1e6,
+                              "database_mb": _database_bytes(database) / 1e6})
+                if virtual_days >= days or agent.poll() is not None:
+                    break
+                time.sleep(sample_every_seconds)
+        finally:
+            agent.terminate()
+            agent.wait(60)
+            manager.terminate()
+            manager.wait(60)
+        stored = _stored(database)
+        return {"hosts": hosts, "days": days, "speedup": speedup,
+                "retention_days": retention_days, "real_seconds": time.monotonic() - started,
+                "curve": curve, "stored": stored, "agent_exit": agent.returncode}
+
+
+def _stored(database: Path) -> dict[str, Any]:
+    import sqlite3
+
+    with sqlite3.connect(database) as connection:
+        count = {table: connection.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
+                 for table in ("measurements", "capacity", "capacity_hourly", "running")}
+        span = connection.execute("SELECT (MAX(end_ms) - MIN(end_ms)) / 86400000.0 FROM "
+                                  "capacity").fetchone()[0]
+    return {"rows": count, "capacity_span_days": span}
+
+
+def show(console: Any, results: dict[str, Any]) -> None:
+    curve = results["curve"]
+    console.print(f"soak: {results['hosts']} simulated hosts, {results['days']:g} virtual days "
+                  f"at {results['speedup']:g}x in {results['real_seconds']:.0f} s; retention "
+                  f"{results['retention_days']:g} days")
+    marks = []
+    for day in range(int(results["days"]) + 1):
+        point = min(curve, key=lambda p: abs(p["virtual_days"] - day))
+        marks.append(f"day {point['virtual_days']:.1f}: RSS {point['manager_rss_mb']:.0f} MB, "
+                     f"database {point['database_mb']:.1f} MB")
+    for line in marks:
+        console.print(f"  {line}")
+    console.print(f"  stored at the end: {results['stored']['rows']}; full-resolution "
+                  f"capacity spans {results['stored']['capacity_span_days'] or 0:.2f} days")
