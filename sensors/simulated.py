@@ -13,8 +13,10 @@ agent run on it unchanged, days of virtual time in seconds.
 from __future__ import annotations
 
 import csv
+import functools
 import heapq
 import math
+import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
@@ -49,6 +51,17 @@ class _Job:
         return min(max(time - self.start, 0.0), self.service)
 
 
+def _locked(method):
+    """Serialise a public reader: the agent's sampler and stream threads share one host."""
+
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        with self.lock:
+            return method(self, *args, **kwargs)
+
+    return wrapper
+
+
 class SimulatedHost:
     """Implements ProcessSource, CpuSource and AccountingSource over a job stream.
 
@@ -70,6 +83,7 @@ class SimulatedHost:
         if not isinstance(pid_max, int) or pid_max <= _FIRST_PID + 10:
             raise InvalidArgumentError(f"pid_max must exceed {_FIRST_PID + 10}, got "
                                        f"{pid_max!r}", field="pid_max", value=pid_max)
+        self.lock = threading.RLock()
         self.clock = clock
         self.cores = cores
         self.speed = float(speed)
@@ -96,6 +110,7 @@ class SimulatedHost:
         self._time = self.boot_time
         self.jobs_seen = 0
 
+    @_locked
     def uid_of(self, user: str | int) -> int:
         """The uid of a user name (assigned on first use) or number."""
         if isinstance(user, int) and not isinstance(user, bool):
@@ -189,6 +204,7 @@ class SimulatedHost:
 
     # -- the three interfaces ---------------------------------------------------------------
 
+    @_locked
     def snapshot(self) -> dict[ProcessKey, ProcessInfo]:
         now = self.clock.now()
         self._advance(now)
@@ -210,6 +226,7 @@ class SimulatedHost:
     def environment_names(self, pid: int) -> frozenset[str] | None:
         return None
 
+    @_locked
     def sample(self) -> CpuSample:
         now = self.clock.now()
         self._advance(now)
@@ -217,12 +234,14 @@ class SimulatedHost:
         return CpuSample(busy_seconds=busy, total_seconds=(now - self.boot_time) * self.cores,
                          cores=self.cores, forks=self._forks)
 
+    @_locked
     def skip_to_end(self) -> AccountingBatch:
         self._advance(self.clock.now())
         self._main_position = self._records_base + len(self._records)
         self._trim_records()
         return AccountingBatch()
 
+    @_locked
     def read_new(self) -> AccountingBatch:
         self._advance(self.clock.now())
         records = self._records[self._main_position - self._records_base:]
@@ -232,6 +251,7 @@ class SimulatedHost:
 
     # -- more readers and the other views ----------------------------------------------------
 
+    @_locked
     def open_accounting_cursor(self, *, from_start: bool = False) -> SimulatedAccountingCursor:
         """A second, independent AccountingSource over this host's finished jobs.
 
@@ -250,6 +270,7 @@ class SimulatedHost:
             del self._records[:oldest - self._records_base]
             self._records_base = oldest
 
+    @_locked
     def capacity_sample(self) -> CapacitySample:
         """Exact idle CPU seconds per core since boot (no remote tasks run here)."""
         now = self.clock.now()
@@ -260,6 +281,7 @@ class SimulatedHost:
         elapsed = now - self.boot_time
         return CapacitySample(now, tuple(elapsed - used for used in busy))
 
+    @_locked
     def run_queue_length(self) -> int:
         """Jobs in the system now (running or waiting for a core)."""
         self._advance(self.clock.now())
@@ -275,23 +297,26 @@ class SimulatedAccountingCursor:
 
     def skip_to_end(self) -> AccountingBatch:
         host = self.host
-        host._advance(host.clock.now())
-        self.position = host._records_base + len(host._records)
-        host._trim_records()
+        with host.lock:
+            host._advance(host.clock.now())
+            self.position = host._records_base + len(host._records)
+            host._trim_records()
         return AccountingBatch()
 
     def read_new(self) -> AccountingBatch:
         host = self.host
-        host._advance(host.clock.now())
-        records = host._records[self.position - host._records_base:]
-        self.position += len(records)
-        host._trim_records()
+        with host.lock:
+            host._advance(host.clock.now())
+            records = host._records[self.position - host._records_base:]
+            self.position += len(records)
+            host._trim_records()
         return AccountingBatch(records=records)
 
     def close(self) -> None:
-        if self in self.host._cursors:
-            self.host._cursors.remove(self)
-            self.host._trim_records()
+        with self.host.lock:
+            if self in self.host._cursors:
+                self.host._cursors.remove(self)
+                self.host._trim_records()
 
 
 def read_trace_csv(path: str | Path) -> list[tuple]:

@@ -104,3 +104,32 @@ def test_trace_csv_rows(tmp_path):
         read_trace_csv(path)
     with pytest.raises(InvalidArgumentError):
         read_trace_csv(tmp_path / "missing.csv")
+
+
+def test_two_threads_can_read_one_simulated_host():
+    """The agent's sampler and stream threads read one host at once (was: a generator
+    'already executing' error on the shared job stream)."""
+    import threading
+
+    from sensors.clock import AcceleratedClock
+
+    clock = AcceleratedClock(36_000.0, start=0.0)
+    rows = ((float(t), 5.0) for t in range(1, 10**9, 7))
+    host = SimulatedHost(rows, clock=clock, cores=2)
+    errors = []
+
+    def hammer(read):
+        try:
+            for _ in range(2000):
+                read()
+        except Exception as exc:  # the failure this guards against
+            errors.append(exc)
+
+    threads = [threading.Thread(target=hammer, args=(read,)) for read in
+               (host.snapshot, host.capacity_sample, host.sample,
+                host.open_accounting_cursor().read_new)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
