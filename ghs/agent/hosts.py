@@ -17,7 +17,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import sqlite_utils
 
@@ -38,8 +38,14 @@ from sensors.store import SensorStore
 from sensors.tau_refresh import TauRefresher
 from sensors.templates import TemplateBook, TemplateFeeder
 
-OnRecord = Callable[..., object]
-"""The outbox's ``add(host_id, fields, stream="measurements")``."""
+
+class RecordSink(Protocol):
+    """Where a host's records go: the agent's outbox."""
+
+    def add(self, host_id: str, fields: dict[str, Any]) -> int: ...
+
+    def add_many(self, host_id: str, records: list[tuple[str, dict[str, Any]]]
+                 ) -> list[int]: ...
 
 
 def portable_store(path: str | None, retention_days: float) -> SensorStore:
@@ -90,20 +96,20 @@ class MeasuringHost:
 
 
 def _sampler(sensor: Any, store: SensorStore, clock: Clock, rng: random.Random,
-             settings: SensorConfig, host_id: str, tau: Callable[[], float], sink: OnRecord,
+             settings: SensorConfig, host_id: str, tau: Callable[[], float], sink: RecordSink,
              interval_seconds: float | None = None) -> AdaptiveSampler:
     return AdaptiveSampler(
         sensor, store, clock, rng,
         interval_seconds=interval_seconds or settings.interval_seconds,
         min_per_hour=settings.min_per_hour, max_per_hour=settings.max_per_hour,
         window_hours=settings.window_hours,
-        on_measurement=lambda m: sink(host_id, wire_fields(m, tau())))
+        on_measurement=lambda m: sink.add(host_id, wire_fields(m, tau())))
 
 
 def host_streams(host_id: str, settings: SensorConfig, *, capacity: CapacitySource,
                  processes: ProcessSource, process_filter: ProcessFilter, clock: Clock,
                  run_queue_length: Callable[[], int], accounting: AccountingSource | None,
-                 name_of_uid: Callable[[int], str], sink: OnRecord,
+                 name_of_uid: Callable[[int], str], sink: RecordSink,
                  closers: tuple[Callable[[], None], ...] = ()) -> HostStreams:
     """The capacity, running-jobs and template streams of one host (real or simulated)."""
     hasher = identity_hasher(settings.hash_identities, settings.identity_key_path)
@@ -119,11 +125,11 @@ def host_streams(host_id: str, settings: SensorConfig, *, capacity: CapacitySour
         running=RunningSampler(processes, process_filter, clock, run_queue_length,
                                max_jobs=settings.running_max_jobs, hasher=hasher,
                                name_of_uid=name_of_uid),
-        sink=sink, feeder=feeder, book=book, closers=closers)
+        sink=sink.add_many, feeder=feeder, book=book, closers=closers)
 
 
 def simulated_streams(host_id: str, simulated: SimulatedHost, settings: SensorConfig,
-                      clock: Clock, sink: OnRecord) -> HostStreams:
+                      clock: Clock, sink: RecordSink) -> HostStreams:
     """Streams of a simulated host: its exact capacity, jobs and finished-job records."""
     cursor = simulated.open_accounting_cursor()
     return host_streams(host_id, settings, capacity=simulated, processes=simulated,
@@ -133,7 +139,7 @@ def simulated_streams(host_id: str, simulated: SimulatedHost, settings: SensorCo
 
 
 def local_host(settings: SensorConfig, *, host_id: str | None, store_path: str | None,
-               stop: threading.Event, sink: OnRecord, seed: int | None = None,
+               stop: threading.Event, sink: RecordSink, seed: int | None = None,
                interval_seconds: float | None = None) -> MeasuringHost:
     """This machine, measured through procfs and (if available) process accounting."""
     clock = SystemClock(stop)
@@ -198,7 +204,7 @@ def workstation_profiles(count: int, seed: int) -> list[WorkstationProfile]:
 
 
 def simulated_hosts(count: int, settings: SensorConfig, *, speedup: float, seed: int,
-                    prefix: str, sink: OnRecord,
+                    prefix: str, sink: RecordSink,
                     interval_seconds: float | None = None) -> list[MeasuringHost]:
     """``count`` simulated workstations sharing one clock running ``speedup`` times faster."""
     # numpy and the scheduler's generators load only here: a real agent stays lean

@@ -65,16 +65,24 @@ class Outbox:
 
     def add(self, host_id: str, fields: dict[str, Any], stream: str = MEASUREMENTS) -> int:
         """Store one record (protocol fields without ``seq``); returns its seq."""
+        return self.add_many(host_id, [(stream, fields)])[0]
+
+    def add_many(self, host_id: str, records: list[tuple[str, dict[str, Any]]]) -> list[int]:
+        """Store (stream, fields) records of one host in one transaction; returns their seqs."""
+        seqs = []
         with self._lock, self.db.conn:
-            rows = list(self.db.query(
-                "SELECT next_seq FROM sequence WHERE host_id = ? AND stream = ?",
-                [host_id, stream]))
-            seq = rows[0]["next_seq"] if rows else 0
-            self.db.execute("INSERT OR REPLACE INTO sequence (host_id, stream, next_seq) "
-                            "VALUES (?, ?, ?)", [host_id, stream, seq + 1])
-            self.db.execute("INSERT INTO outbox (host_id, stream, seq, payload) "
-                            "VALUES (?, ?, ?, ?)", [host_id, stream, seq, json.dumps(fields)])
-        return seq
+            for stream, fields in records:
+                rows = list(self.db.query(
+                    "SELECT next_seq FROM sequence WHERE host_id = ? AND stream = ?",
+                    [host_id, stream]))
+                seq = rows[0]["next_seq"] if rows else 0
+                self.db.execute("INSERT OR REPLACE INTO sequence (host_id, stream, next_seq) "
+                                "VALUES (?, ?, ?)", [host_id, stream, seq + 1])
+                self.db.execute("INSERT INTO outbox (host_id, stream, seq, payload) "
+                                "VALUES (?, ?, ?, ?)",
+                                [host_id, stream, seq, json.dumps(fields)])
+                seqs.append(seq)
+        return seqs
 
     def pending(self, host_id: str, limit: int, stream: str = MEASUREMENTS
                 ) -> list[tuple[int, dict[str, Any]]]:

@@ -20,7 +20,7 @@ from pathlib import Path
 from ghs import __version__
 from ghs.agent.hosts import (
     MeasuringHost,
-    OnRecord,
+    RecordSink,
     TauHolder,
     _sampler,
     portable_store,
@@ -113,7 +113,7 @@ class Replay:
 
 
 def replay_hosts(stations: list[Station], settings: SensorConfig, *, speedup: float,
-                 sink: OnRecord, zero_epoch_seconds: float | None = None,
+                 sink: RecordSink, zero_epoch_seconds: float | None = None,
                  until_seconds: float | None = None, seed: int = 1,
                  interval_seconds: float | None = None) -> Replay:
     """Simulated hosts replaying ``stations`` on one clock (see the module doc)."""

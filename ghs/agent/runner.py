@@ -111,19 +111,19 @@ def build_agent(config: Config, *, context: zmq.Context, stop: threading.Event,
         if replay:
             replayed = replay_hosts(
                 read_stations(list(replay), stations=stations, utilisation=utilisation),
-                config.sensor, speedup=speedup, sink=outbox.add,
+                config.sensor, speedup=speedup, sink=outbox,
                 zero_epoch_seconds=replay_zero_epoch_seconds, until_seconds=until_seconds,
                 seed=seed, interval_seconds=interval_seconds)
             hosts = replayed.hosts
         elif simulate > 0:
             prefix = host_id or settings.host_id or "lab"
             hosts = simulated_hosts(simulate, config.sensor, speedup=speedup, seed=seed,
-                                    prefix=prefix, sink=outbox.add,
+                                    prefix=prefix, sink=outbox,
                                     interval_seconds=interval_seconds)
         else:
             hosts = [local_host(config.sensor, host_id=host_id or settings.host_id or None,
                                 store_path=expand(store_path or settings.store), stop=stop,
-                                sink=outbox.add, seed=seed, interval_seconds=interval_seconds)]
+                                sink=outbox, seed=seed, interval_seconds=interval_seconds)]
         client_keys = read_keypair(settings.keys) if settings.keys else None
         server_key = read_public_key(settings.server_key) if settings.server_key else None
         if (client_keys is None) != (server_key is None):

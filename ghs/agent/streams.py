@@ -21,8 +21,9 @@ from sensors.templates import TemplateBook, TemplateFeeder, TemplateUpdate
 
 LOG = logging.getLogger("ghs.agent")
 
-StreamSink = Callable[[str, dict[str, Any], str], object]
-"""(host_id, record fields without seq, stream name): the outbox's ``add``."""
+StreamSink = Callable[[str, list[tuple[str, dict[str, Any]]]], object]
+"""(host_id, [(stream name, record fields without seq), ...]): the outbox's ``add_many``,
+one transaction a round."""
 
 
 def capacity_fields(interval: CapacityInterval) -> dict[str, Any]:
@@ -82,13 +83,13 @@ class HostStreams:
             self._after_capacity(interval)
 
     def _after_capacity(self, interval: CapacityInterval) -> None:
-        self.sink(self.host_id, capacity_fields(interval), "capacity")
-        self.sink(self.host_id, running_fields(self.running.snapshot()), "running")
+        records = [("capacity", capacity_fields(interval)),
+                   ("running", running_fields(self.running.snapshot()))]
         if self.feeder is not None and self.book is not None:
             self.feeder.poll()
-            for update in self.book.take_updates():
-                if update.n > 0:
-                    self.sink(self.host_id, template_fields(update), "templates")
+            records += [("templates", template_fields(update))
+                        for update in self.book.take_updates() if update.n > 0]
+        self.sink(self.host_id, records)
 
     def close(self) -> None:
         for close in reversed(self.closers):
