@@ -228,7 +228,7 @@ def _job_groups(cores: int, means: np.ndarray, variances: np.ndarray
         if var <= 0:
             groups.append((1, np.array([mean]), np.ones(1)))
         else:
-            values, probs = gamma_atoms(np.array([mean]), np.array([var]))
+            values, probs = positive_atoms(np.array([mean]), np.array([var]))
             groups.append((1, values[0], probs[0]))
     return groups
 
@@ -250,12 +250,47 @@ def _steady_state_atoms(arrays: HostArrays, items: Sequence[Backlog], steady: np
     work_square = 2 * work_mean**2 + lam * ex3 / (3 * (1 - safe_rho))
     positive_mean = np.where(busy, work_mean / safe_rho, 1.0)
     positive_var = np.where(busy, work_square / safe_rho - positive_mean**2, 1.0)
-    values, probs = gamma_atoms(positive_mean, np.maximum(positive_var,
+    values, probs = positive_atoms(positive_mean, np.maximum(positive_var,
                                                           (1e-3 * positive_mean) ** 2))
     values = np.concatenate([np.zeros((len(rho), 1)), values], axis=1)
     probs = np.concatenate([(1 - safe_rho)[:, None], safe_rho[:, None] * probs], axis=1)
     probs = np.where(busy[:, None], probs, np.eye(1, values.shape[1])[0])
     return np.where(busy[:, None], values, 0.0), probs
+
+
+def positive_atoms(mean: np.ndarray, var: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Atoms of a positive law with ``mean`` and ``var``: Gamma up to CoV 1, else Lognormal.
+
+    A stationary workload or a sum of job remainders with CoV above 1 comes from heavy-tailed
+    demands, whose tail a Gamma law (exponential tail) understates; up to CoV 1 the Gamma law
+    is exact for exponential demands (the M/M/1 workload).
+    """
+    heavy = var > mean**2 * (1 + 1e-9)
+    values, probs = gamma_atoms(mean, var)
+    if heavy.any():
+        values[heavy], probs[heavy] = lognormal_atoms(mean[heavy], var[heavy])
+    return values, probs
+
+
+def _split_bins(mean: np.ndarray, first: np.ndarray, second: np.ndarray,
+                square: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Two atoms per bin (conditional mean -/+ std) from the normalised partial moments."""
+    first[:, -1] = second[:, -1] = 1.0
+    probs = np.diff(_LEVELS)[None, :] * np.ones((len(mean), 1))
+    bin_mean = mean[:, None] * np.diff(first, axis=1) / probs
+    bin_square = square[:, None] * np.diff(second, axis=1) / probs
+    bin_std = np.sqrt(np.maximum(bin_square - bin_mean**2, 0.0))
+    values = np.stack([np.maximum(bin_mean - bin_std, 0.0), bin_mean + bin_std], axis=2)
+    return values.reshape(len(mean), -1), np.repeat(probs / 2, 2, axis=1)
+
+
+def lognormal_atoms(mean: np.ndarray, var: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """As ``gamma_atoms`` for a Lognormal law with ``mean`` (s) and ``var`` (s^2)."""
+    s = np.sqrt(np.log1p(var / mean**2))[:, None]
+    with np.errstate(divide="ignore"):
+        z = special.ndtri(_LEVELS)[None, :]
+    # E[X^j; X < x] / E[X^j] = Phi(z - j s) where z is x's standard score
+    return _split_bins(mean, special.ndtr(z - s), special.ndtr(z - 2 * s), mean**2 + var)
 
 
 def gamma_atoms(mean: np.ndarray, var: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -266,15 +301,7 @@ def gamma_atoms(mean: np.ndarray, var: np.ndarray) -> tuple[np.ndarray, np.ndarr
     (up to clipping a lower atom at 0, which only the first bin of a very skewed law needs).
     """
     shape = (mean**2 / var)[:, None]
-    scale = (var / mean)[:, None]
     cuts = special.gammaincinv(shape, _LEVELS[None, :])
-    # E[X^j; X < x] = scale^j Gamma(shape + j) / Gamma(shape) P(shape + j, x / scale)
-    first = special.gammainc(shape + 1, cuts)
-    second = special.gammainc(shape + 2, cuts)
-    first[:, -1] = second[:, -1] = 1.0
-    probs = np.diff(_LEVELS)[None, :] * np.ones_like(shape)
-    bin_mean = shape * scale * np.diff(first, axis=1) / probs
-    bin_square = shape * (shape + 1) * scale**2 * np.diff(second, axis=1) / probs
-    bin_std = np.sqrt(np.maximum(bin_square - bin_mean**2, 0.0))
-    values = np.stack([np.maximum(bin_mean - bin_std, 0.0), bin_mean + bin_std], axis=2)
-    return values.reshape(len(mean), -1), np.repeat(probs / 2, 2, axis=1)
+    # E[X^j; X < x] / E[X^j] = P(shape + j, x / scale)
+    return _split_bins(mean, special.gammainc(shape + 1, cuts),
+                       special.gammainc(shape + 2, cuts), mean**2 + var)

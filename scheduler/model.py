@@ -138,7 +138,8 @@ class MixtureServers:
 
     def upper_bound(self, epsilon: float) -> np.ndarray:
         """A point past which each server's survival is below ``epsilon`` (seconds)."""
-        return np.max(np.where(self.weight > 0, self.parts.upper_bound(epsilon), 0.0), axis=-1)
+        bound = self.parts.upper_bound(np.asarray(epsilon)[..., None])
+        return np.max(np.where(self.weight > 0, bound, 0.0), axis=-1)
 
     def take(self, rows: np.ndarray) -> MixtureServers:
         return MixtureServers(self.parts.take(rows), self.weight[rows], self.mult[rows])
