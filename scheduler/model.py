@@ -213,7 +213,9 @@ def _build_mixture(arrays: HostArrays, shares: np.ndarray, codes: np.ndarray
                    ) -> MixtureServers:
     # T | B = b is the idle-start law of dedicated time b + t (the busy period of b + t)
     backlog = arrays.backlog
-    t = (shares / (arrays.cores * arrays.tau))[..., None, None] + backlog.atoms
+    # a host given no work is not in the set: its backlog must not hold back log F
+    t = (shares / (arrays.cores * arrays.tau))[..., None, None] + np.where(
+        shares[..., None, None] > 0, backlog.atoms, 0.0)
     expand = (slice(None),) * (arrays.lam.ndim) + (None, None)
     lam_server = (arrays.lam / arrays.cores)[expand]
     rho = arrays.rho[expand]

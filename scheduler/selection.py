@@ -126,7 +126,13 @@ def schedule(hosts: Sequence[Host], work: float, method: str = "heuristic",
     chosen = sorted(chosen)
     members = [ordered[i] for i in chosen]
     arrays = _arrays(members, states)
-    prediction = _predict(arrays, work, _partition(arrays, work, partition), dist, partition)
+    shares = _partition(arrays, work, partition)
+    if not shares.all():
+        # a host whose backlog outlasts the others' finish gets no work: leave it out
+        members = [host for host, share in zip(members, shares) if share > 0]
+        arrays = _arrays(members, states)
+        shares = _partition(arrays, work, partition)
+    prediction = _predict(arrays, work, shares, dist, partition)
     return Plan(hosts=tuple(members), prediction=prediction, method=method,
                 evaluations=evaluator.evaluations, elapsed_seconds=clock() - started,
                 excluded=tuple(dropped))
