@@ -130,18 +130,54 @@ class Backlog:
 
 @dataclass(frozen=True)
 class BacklogArrays:
-    """Per-host core groups: ``mult`` (H, G) cores sharing a law of B given by ``atoms`` and
-    ``weights`` (H, G, M); ``core_mean`` (H,) E[B] averaged over the cores (seconds)."""
+    """Per-host core groups: ``mult`` (H, G) cores sharing one law of B. Each law is
+    B = low + B', B' = 0 with probability ``none``, else positive; ``extra_mean`` and
+    ``extra_var`` are E[B'] and Var[B'] (seconds, s^2). ``core_mean`` (H,) is E[B] averaged
+    over the host's cores. ``explicit`` maps a host index to its given discrete law."""
 
     sources: np.ndarray
     core_mean: np.ndarray
     mult: np.ndarray
-    atoms: np.ndarray
-    weights: np.ndarray
+    low: np.ndarray
+    none: np.ndarray
+    extra_mean: np.ndarray
+    extra_var: np.ndarray
+    explicit: dict[int, tuple[np.ndarray, np.ndarray]]
 
     def take(self, members: np.ndarray) -> BacklogArrays:
+        """Rows for ``members`` (any index array); given discrete laws enter by moments."""
         return BacklogArrays(self.sources[members], self.core_mean[members], self.mult[members],
-                             self.atoms[members], self.weights[members])
+                             self.low[members], self.none[members], self.extra_mean[members],
+                             self.extra_var[members], {})
+
+    def spread_atoms(self, used: np.ndarray) -> int:
+        """Atoms the exact mixture would take over the hosts ``used`` (bool, (H,))."""
+        spread = (self.extra_var > 0) & (self.mult > 0) & used[:, None]
+        return int(spread.sum()) * (1 + ATOMS) + sum(
+            values.size for k, (values, _) in self.explicit.items() if used[k])
+
+    def atoms(self) -> tuple[np.ndarray, np.ndarray]:
+        """(H, G, M) atoms (seconds) and probabilities of every group's law of B."""
+        spread = self.extra_var > 0
+        depth = max([1 + ATOMS if spread.any() else 1,
+                     *(values.size for values, _ in self.explicit.values())])
+        atoms = np.zeros((*self.low.shape, depth))
+        weights = np.zeros_like(atoms)
+        atoms[..., 0] = self.low
+        weights[..., 0] = 1.0
+        if spread.any():
+            none = self.none[spread]
+            positive = 1.0 - none
+            mean = self.extra_mean[spread] / positive
+            var = (self.extra_var[spread] + self.extra_mean[spread] ** 2) / positive - mean**2
+            values, probs = positive_atoms(mean, np.maximum(var, (1e-3 * mean) ** 2))
+            atoms[spread, 1:1 + ATOMS] = self.low[spread][:, None] + values
+            weights[spread, 0] = none
+            weights[spread, 1:1 + ATOMS] = positive[:, None] * probs
+        for k, (values, probs) in self.explicit.items():
+            atoms[k, 0, :values.size], weights[k, 0, :values.size] = values, probs
+            weights[k, 0, values.size:] = 0.0
+        return atoms, weights
 
 
 def align(hosts: Sequence[Host], backlog: Sequence[Backlog] | Mapping[str, Backlog]
@@ -169,73 +205,81 @@ def align(hosts: Sequence[Host], backlog: Sequence[Backlog] | Mapping[str, Backl
     return items
 
 
-def build(hosts: Sequence[Host], items: Sequence[Backlog]) -> BacklogArrays:
-    """Per-core discrete laws of B for every host.
+def build(hosts: Sequence[Host], items: Sequence[Backlog],
+          arrays: HostArrays | None = None) -> BacklogArrays:
+    """Per-core laws of B for every host, by their moments (atoms on demand).
 
-    Idle and steady-state hosts (one law for all their cores) are packed in array passes;
-    only hosts with listed jobs or a given discrete law are visited one by one.
+    Idle and steady-state hosts (one law for all their cores) are computed in array passes;
+    only hosts with listed jobs or a given discrete law are visited one by one. ``arrays``:
+    the hosts' columns if already built.
     """
-    arrays = HostArrays.from_hosts(hosts)
+    if arrays is None:
+        arrays = HostArrays.from_hosts(hosts)
     kinds = np.array([item.kind for item in items])
-    steady = kinds == "steady-state"
-    listed = np.flatnonzero((kinds == "discrete") | ((kinds == "jobs") & np.array(
-        [bool(item.job_means) for item in items])))
-    groups = {int(k): (_job_groups(hosts[k].cores, np.array(items[k].job_means),
-                                   np.array(items[k].job_variances))
-                       if items[k].kind == "jobs" else
-                       [(hosts[k].cores, np.array(items[k].values),
-                         np.array(items[k].probabilities))])
+    listed = [k for k, item in enumerate(items) if item.kind == "discrete" or item.job_means]
+    groups = {int(k): _job_groups(hosts[k].cores, items[k].job_means, items[k].job_variances)
+              if items[k].kind == "jobs" else [(hosts[k].cores, *_discrete_moments(items[k]))]
               for k in listed}
     width = max([1, *(len(g) for g in groups.values())])
-    depth = max([1, *(len(values) for g in groups.values() for _, values, _ in g)])
-    if steady.any():
-        depth = max(depth, 1 + ATOMS)
-    mult = np.zeros((len(hosts), width))
-    atoms = np.zeros((len(hosts), width, depth))
-    weights = np.zeros((len(hosts), width, depth))
+    shape = (len(hosts), width)
+    mult, low, none = np.zeros(shape), np.zeros(shape), np.ones(shape)
+    extra_mean, extra_var = np.zeros(shape), np.zeros(shape)
     mult[:, 0] = arrays.cores
-    weights[:, 0, 0] = 1.0
+    steady = kinds == "steady-state"
     if steady.any():
-        values, probs = _steady_state_atoms(arrays, items, steady)
-        atoms[steady, 0, :1 + ATOMS] = values[steady]
-        weights[steady, 0, :1 + ATOMS] = probs[steady]
-    for k, host_groups in groups.items():
-        mult[k], weights[k] = 0.0, 0.0
-        for g, (count, values, probs) in enumerate(host_groups):
-            mult[k, g] = count
-            atoms[k, g, :values.size] = values
-            weights[k, g, :values.size] = probs
-    core_mean = np.einsum("hg,hgm,hgm->h", mult, atoms, weights) / arrays.cores
+        p_none, mean, var = _steady_state_moments(arrays, items)
+        none[steady, 0], extra_mean[steady, 0] = p_none[steady], mean[steady]
+        extra_var[steady, 0] = var[steady]
+    if groups:
+        rows = [k for k, host_groups in groups.items() for _ in host_groups]
+        columns = [g for host_groups in groups.values() for g in range(len(host_groups))]
+        values = np.array([row for host_groups in groups.values() for row in host_groups])
+        mult[list(groups)] = 0.0
+        for target, column in zip((mult, low, none, extra_mean, extra_var), values.T):
+            target[rows, columns] = column
+    explicit = {int(k): (np.array(items[k].values), np.array(items[k].probabilities))
+                for k in listed if items[k].kind == "discrete"}
+    core_mean = np.sum(mult * (low + extra_mean), axis=1) / arrays.cores
     sources = np.array([item.source for item in items])
-    return BacklogArrays(sources, core_mean, mult, atoms, weights)
+    return BacklogArrays(sources, core_mean, mult, low, none, extra_mean, extra_var, explicit)
 
 
-def _job_groups(cores: int, means: np.ndarray, variances: np.ndarray
-                ) -> list[tuple[int, np.ndarray, np.ndarray]]:
-    """FCFS spread of the jobs over the cores; each core's sum as atoms."""
-    core_mean = np.zeros(cores)
-    core_var = np.zeros(cores)
+def _discrete_moments(item: Backlog) -> tuple[float, float, float, float]:
+    values, probs = np.array(item.values), np.array(item.probabilities)
+    low = float(values.min())
+    extra = values - low
+    mean = float(probs @ extra)
+    return low, float(probs[extra == 0].sum()), mean, max(float(probs @ extra**2) - mean**2, 0)
+
+
+def _job_groups(cores: int, means: Sequence[float], variances: Sequence[float]
+                ) -> list[tuple[float, float, float, float, float]]:
+    """FCFS spread of the jobs over the cores: (cores, low, none, extra mean, extra var) per
+    group, the exact part of a core's work being ``low`` and the random part B'."""
+    # plain floats: a few jobs per host, where numpy's per-call cost would dominate
+    load = [0.0] * cores
+    exact = [0.0] * cores
+    random_mean = [0.0] * cores
+    random_var = [0.0] * cores
     for mean, var in zip(means, variances):
         # a job starts on the core whose work ends first (ties: the lowest core)
-        j = int(np.argmin(core_mean))
-        core_mean[j] += mean
-        core_var[j] += var
-    groups = []
-    idle = int(np.sum(core_mean == 0))
-    if idle:
-        groups.append((idle, np.zeros(1), np.ones(1)))
-    for mean, var in zip(core_mean[core_mean > 0], core_var[core_mean > 0]):
-        if var <= 0:
-            groups.append((1, np.array([mean]), np.ones(1)))
+        j = load.index(min(load))
+        load[j] += mean
+        if var > 0:
+            random_mean[j] += mean
+            random_var[j] += var
         else:
-            values, probs = positive_atoms(np.array([mean]), np.array([var]))
-            groups.append((1, values[0], probs[0]))
+            exact[j] += mean
+    idle = sum(1 for j in range(cores) if load[j] == 0)
+    groups = [(float(idle), 0.0, 1.0, 0.0, 0.0)] if idle else []
+    groups.extend((1.0, exact[j], 0.0 if random_var[j] > 0 else 1.0, random_mean[j],
+                   random_var[j]) for j in range(cores) if load[j] > 0)
     return groups
 
 
-def _steady_state_atoms(arrays: HostArrays, items: Sequence[Backlog], steady: np.ndarray
-                        ) -> tuple[np.ndarray, np.ndarray]:
-    """(H, 1 + ATOMS) atoms and probabilities of each core's stationary workload."""
+def _steady_state_moments(arrays: HostArrays, items: Sequence[Backlog]
+                          ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(P(W = 0), E[W], Var[W]) of each core's stationary workload (Pollaczek-Khinchine)."""
     lam = arrays.lam / arrays.cores
     rho = arrays.rho
     mean = 1.0 / arrays.mu
@@ -244,18 +288,12 @@ def _steady_state_atoms(arrays: HostArrays, items: Sequence[Backlog], steady: np
     given = np.array([np.nan if item.third_moment is None else item.third_moment
                       for item in items])
     ex3 = np.where(np.isnan(given), lognormal_ex3, given)
-    busy = steady & (rho > 0) & (lam > 0)
+    busy = (rho > 0) & (lam > 0)
     safe_rho = np.where(busy, rho, 0.5)
     work_mean = lam * ex2 / (2 * (1 - safe_rho))
     work_square = 2 * work_mean**2 + lam * ex3 / (3 * (1 - safe_rho))
-    positive_mean = np.where(busy, work_mean / safe_rho, 1.0)
-    positive_var = np.where(busy, work_square / safe_rho - positive_mean**2, 1.0)
-    values, probs = positive_atoms(positive_mean, np.maximum(positive_var,
-                                                          (1e-3 * positive_mean) ** 2))
-    values = np.concatenate([np.zeros((len(rho), 1)), values], axis=1)
-    probs = np.concatenate([(1 - safe_rho)[:, None], safe_rho[:, None] * probs], axis=1)
-    probs = np.where(busy[:, None], probs, np.eye(1, values.shape[1])[0])
-    return np.where(busy[:, None], values, 0.0), probs
+    return (np.where(busy, 1 - rho, 1.0), np.where(busy, work_mean, 0.0),
+            np.where(busy, np.maximum(work_square - work_mean**2, 0.0), 0.0))
 
 
 def positive_atoms(mean: np.ndarray, var: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -189,16 +189,19 @@ def conditional_moments(lam_server: np.ndarray, rho: np.ndarray, ex2: np.ndarray
     return np.where(usable, q, 0.0), np.where(usable, m1, 0.0), np.where(usable, v, 0.0)
 
 
-def build_servers(arrays: HostArrays, shares: np.ndarray, codes: np.ndarray
-                  ) -> Servers | MixtureServers:
+def build_servers(arrays: HostArrays, shares: np.ndarray, codes: np.ndarray,
+                  mixture: bool = False) -> Servers | MixtureServers:
     """Server types for hosts given work shares (reference-CPU-seconds), any leading shape.
 
     ``shares`` has shape (..., hosts); a zero share means the host is not used. With a
     backlog (``arrays.backlog``) every host contributes one server type per core group,
-    (..., hosts * groups), each a mixture over the group's backlog atoms.
+    (..., hosts * groups): the exact mixture over the group's backlog atoms if ``mixture``,
+    else one law fitted to the mixture's exact moments (``collapsed_servers``).
     """
     if arrays.backlog is not None:
-        return _build_mixture(arrays, shares, codes)
+        if mixture:
+            return _build_mixture(arrays, shares, codes)
+        return collapsed_servers(arrays, shares, codes)
     cores = arrays.cores
     t = shares / (cores * arrays.tau)
     lam_server = arrays.lam / cores
@@ -213,9 +216,10 @@ def _build_mixture(arrays: HostArrays, shares: np.ndarray, codes: np.ndarray
                    ) -> MixtureServers:
     # T | B = b is the idle-start law of dedicated time b + t (the busy period of b + t)
     backlog = arrays.backlog
+    atoms, weights = backlog.atoms()
     # a host given no work is not in the set: its backlog must not hold back log F
     t = (shares / (arrays.cores * arrays.tau))[..., None, None] + np.where(
-        shares[..., None, None] > 0, backlog.atoms, 0.0)
+        shares[..., None, None] > 0, atoms, 0.0)
     expand = (slice(None),) * (arrays.lam.ndim) + (None, None)
     lam_server = (arrays.lam / arrays.cores)[expand]
     rho = arrays.rho[expand]
@@ -224,9 +228,47 @@ def _build_mixture(arrays: HostArrays, shares: np.ndarray, codes: np.ndarray
     code = np.broadcast_to(np.asarray(codes)[..., None, None], t.shape)
     p1, p2 = fits.fit(code, np.where(has_delay, m1, 1.0), np.where(has_delay, v, 1.0))
     flat = (*t.shape[:-3], t.shape[-3] * t.shape[-2], t.shape[-1])
-    weight = np.broadcast_to(backlog.weights, t.shape).reshape(flat)
+    weight = np.broadcast_to(weights, t.shape).reshape(flat)
     mult = np.where(shares[..., None] > 0, backlog.mult, 0.0).reshape(flat[:-1])
     parts = Servers(t=t.reshape(flat), q=q.reshape(flat), code=code.reshape(flat),
                     p1=p1.reshape(flat), p2=p2.reshape(flat),
                     mult=np.zeros(flat))
     return MixtureServers(parts, weight, mult)
+
+
+def collapsed_servers(arrays: HostArrays, shares: np.ndarray, codes: np.ndarray) -> Servers:
+    """One law per core group fitted to the exact moments of the mixture over the backlog.
+
+    With B = b_min + B' (b_min the smallest backlog atom), T | B is the busy period of
+    t' + B' where t' = t + b_min: E[T] = (t' + E[B']) / (1 - rho), Var[T] = (t' + E[B']) lam
+    EX2 / (1 - rho)^3 + Var[B'] / (1 - rho)^2 and P(T = t') = P(B' = 0) exp(-lam t'), all
+    exact; G is fitted to the conditional mean and variance of T - t' given T > t'.
+    """
+    backlog = arrays.backlog
+    used = shares[..., None] > 0
+    low = np.where(used, backlog.low, 0.0)
+    extra_mean = np.where(used, backlog.extra_mean, 0.0)
+    extra_var = np.where(used, backlog.extra_var, 0.0)
+    none = np.where(used, backlog.none, 1.0)
+    expand = (slice(None),) * (arrays.lam.ndim) + (None,)
+    lam = (arrays.lam / arrays.cores)[expand]
+    rho = arrays.rho[expand]
+    ex2 = arrays.demand_second_moment[expand]
+    start = (shares / (arrays.cores * arrays.tau))[..., None] + low
+    base = start + extra_mean
+    delay_mean = (base / (1.0 - rho)) - start
+    delay_var = base * lam * ex2 / (1.0 - rho) ** 3 + extra_var / (1.0 - rho) ** 2
+    p0 = none * np.exp(-lam * start)
+    q = 1.0 - p0
+    safe_q = np.where(q > 0, q, 1.0)
+    m1 = delay_mean / safe_q
+    v = np.maximum(delay_var / safe_q - delay_mean**2 * p0 / safe_q**2,
+                   (MIN_CONDITIONAL_COV * m1) ** 2)
+    usable = (q > 1e-300) & (m1 > 0)
+    code = np.broadcast_to(np.asarray(codes)[..., None], start.shape)
+    p1, p2 = fits.fit(code, np.where(usable, m1, 1.0), np.where(usable, v, 1.0))
+    flat = (*start.shape[:-2], start.shape[-2] * start.shape[-1])
+    mult = np.where(shares[..., None] > 0, backlog.mult, 0.0)
+    return Servers(t=start.reshape(flat), q=np.where(usable, q, 0.0).reshape(flat),
+                   code=code.reshape(flat), p1=p1.reshape(flat), p2=p2.reshape(flat),
+                   mult=mult.reshape(flat))

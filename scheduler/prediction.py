@@ -27,6 +27,11 @@ from scheduler.partitioning import _partition, check_partition, check_work
 
 QUANTILE_LEVELS = {"p50": 0.5, "p90": 0.9, "p95": 0.95, "p99": 0.99}
 REL_TOL = 1e-5
+# Backlog atoms (summed over the used hosts' core groups) up to which a prediction keeps the
+# exact mixture over the backlog; beyond it, each core group's law is fitted to the
+# mixture's exact moments (heavy-tailed backlogs lose some accuracy in the quantiles, see
+# scheduler.model.collapsed_servers), which costs what an idle start costs.
+MIXTURE_MAX_COMPONENTS = 1024
 
 
 @dataclass(frozen=True, eq=False)
@@ -46,6 +51,7 @@ class Prediction:
     _host_servers: Servers | MixtureServers = field(repr=False)
     backlog_mean_seconds: np.ndarray | None = None
     backlog_sources: tuple[str, ...] | None = None
+    backlog_law: str | None = None
 
     @property
     def cov(self) -> float:
@@ -68,6 +74,8 @@ class Prediction:
         """(mean, std) of each host's own completion time (the max over its cores)."""
         if isinstance(self._host_servers, MixtureServers):
             return _mixture_host_moments(self._host_servers, len(self.hosts))
+        if self.backlog_law is not None:
+            return _mixture_host_moments(_as_mixture(self._host_servers), len(self.hosts))
         return _host_moments(self._host_servers)
 
     def backlog(self) -> list[dict[str, Any]]:
@@ -96,6 +104,7 @@ class Prediction:
             "quantiles": dict(self.quantiles),
             "distribution": self.distribution,
             "partition": self.partition,
+            "backlog_law": self.backlog_law or "idle",
         }
 
 
@@ -154,7 +163,8 @@ def host_arrays(hosts: Sequence[Host],
     arrays = HostArrays.from_hosts(hosts)
     if backlog is None:
         return arrays
-    return replace(arrays, backlog=backlog_laws.build(hosts, backlog_laws.align(hosts, backlog)))
+    items = backlog_laws.align(hosts, backlog)
+    return replace(arrays, backlog=backlog_laws.build(hosts, items, arrays))
 
 
 def _check_shares(shares: Sequence[float], count: int, work: float) -> np.ndarray:
@@ -174,9 +184,11 @@ def _check_shares(shares: Sequence[float], count: int, work: float) -> np.ndarra
 def _predict(arrays: HostArrays, work: float, shares: np.ndarray, dist: str,
              partition: str) -> Prediction:
     codes = distribution_codes(dist, arrays.rho)
-    host_servers = build_servers(arrays, shares[None, :], codes[None, :])
     backlog = arrays.backlog
-    if backlog is not None:
+    # the exact mixture over the backlog atoms while it stays cheap, else the moment fit
+    mixture = backlog is not None and backlog.spread_atoms(shares > 0) <= MIXTURE_MAX_COMPONENTS
+    host_servers = build_servers(arrays, shares[None, :], codes[None, :], mixture)
+    if mixture:
         used = host_servers.mult[0] > 0
         servers = MixtureServers(Servers(**{name: getattr(host_servers.parts, name)[:, used]
                                             for name in _FIELDS}),
@@ -200,7 +212,8 @@ def _predict(arrays: HostArrays, work: float, shares: np.ndarray, dist: str,
         _servers=servers,
         _host_servers=host_servers,
         backlog_mean_seconds=None if backlog is None else backlog.core_mean,
-        backlog_sources=None if backlog is None else tuple(str(x) for x in backlog.sources),
+        backlog_sources=None if backlog is None else tuple(backlog.sources.tolist()),
+        backlog_law=None if backlog is None else ("mixture" if mixture else "moment-fit"),
     )
 
 
@@ -257,6 +270,12 @@ def _mixture_host_moments(host_servers: MixtureServers, hosts: int
         mean, var, _ = completion.moments(batch.take(rows), REL_TOL)
         means[rows], variances[rows] = mean, var
     return means, np.sqrt(np.maximum(variances, 0.0))
+
+
+def _as_mixture(servers: Servers) -> MixtureServers:
+    """Fitted (one-law) servers as one-atom mixtures, to reuse the host-by-host integration."""
+    parts = Servers(**{name: getattr(servers, name)[..., None] for name in _FIELDS})
+    return MixtureServers(parts, np.ones((*servers.t.shape, 1)), servers.mult)
 
 
 def _fitted_variance(servers: Servers) -> np.ndarray:
