@@ -80,7 +80,10 @@ def _simulate_mixed(hosts, shares, laws, jobs, rng):
     return finish
 
 
-def test_eight_heterogeneous_hosts_from_state_mean_and_p90():
+@pytest.mark.parametrize("form", ["mixture", "moment-fit"])
+def test_eight_heterogeneous_hosts_from_state_mean_and_p90(form, monkeypatch):
+    if form == "moment-fit":  # the form large sets use: one law fitted per core group
+        monkeypatch.setattr("scheduler.prediction.MIXTURE_MAX_COMPONENTS", 0)
     rng = np.random.default_rng(77)
     hosts, laws, states, jobs = [], [], [], []
     for name, rho, tau, cores, mean_demand, kind, cov, running in HETEROGENEOUS:
@@ -93,6 +96,7 @@ def test_eight_heterogeneous_hosts_from_state_mean_and_p90():
                       else Backlog.exact(running))
     work = 8 * 8 * 3600.0
     model = predict(hosts, work, backlog=states)
+    assert model.to_dict()["backlog_law"] == form
     sim = _simulate_mixed(hosts, model.shares, laws, jobs, rng)
     assert model.mean == pytest.approx(sim.mean(), rel=0.01)
     assert model.quantiles["p90"] == pytest.approx(np.quantile(sim, 0.9), rel=0.03)
