@@ -16,6 +16,10 @@ _EXPORTS = {
     "NoUsableHostsError": "scheduler.errors",
     "TooManyHostsError": "scheduler.errors",
     "Host": "scheduler.hosts",
+    "Backlog": "scheduler.backlog",
+    "Histogram": "scheduler.templates",
+    "TwoMomentDemand": "scheduler.templates",
+    "choose_template": "scheduler.templates",
     "partition": "scheduler.partitioning",
     "whole_units": "scheduler.partitioning",
     "Prediction": "scheduler.prediction",
@@ -28,7 +32,9 @@ _EXPORTS = {
 }
 
 __all__ = [
+    "Backlog",
     "Exclusion",
+    "Histogram",
     "Host",
     "InvalidArgumentError",
     "InvalidHostError",
@@ -38,6 +44,8 @@ __all__ = [
     "SchedulerError",
     "SimulationResult",
     "TooManyHostsError",
+    "TwoMomentDemand",
+    "choose_template",
     "partition",
     "predict",
     "schedule",
