@@ -46,15 +46,15 @@ def format_duration(seconds: float) -> str:
 def duration_unit(seconds: Iterable[float]) -> tuple[str, float]:
     """One unit for a column of durations: (``s``/``min``/``h``/``d``, seconds per unit).
 
-    Chosen by the largest finite magnitude with format_duration's thresholds, so a column
-    never mixes minutes and hours.
+    Chosen from the median magnitude with format_duration's thresholds, so a column never
+    mixes minutes and hours and its typical value reads naturally.
     """
-    finite = [abs(value) for value in seconds if math.isfinite(value)]
-    largest = max(finite, default=0.0)
-    if largest < 120:
+    finite = sorted(abs(value) for value in seconds if math.isfinite(value))
+    typical = finite[len(finite) // 2] if finite else 0.0
+    if typical < 120:
         return "s", 1.0
-    if largest < 7200:
+    if typical < 7200:
         return "min", 60.0
-    if largest < 172800:
+    if typical < 172800:
         return "h", 3600.0
     return "d", 86400.0

@@ -88,7 +88,8 @@ class SimulationReport:
             "work": self.work,
             "runs": self.runs,
             "service": self.service,
-            "cov": self.cov,
+            # "cov" below is the completion time's; this is the override of demands' CoV
+            "demand_cov": self.cov,
             "demands": self.demands,
             "warm": self.warm,
             "start_state": self.start_state,
