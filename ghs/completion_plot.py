@@ -37,7 +37,8 @@ def plot_completion(prediction: Prediction, path: str | Path, *,
     matplotlib.use("Agg")
     from matplotlib import pyplot as plt
 
-    upper = prediction.quantiles["p99"] * 1.15
+    # to p95 and a half: the tail beyond flattens everything before it
+    upper = prediction.quantiles["p95"] * 1.5
     if by_seconds is not None:
         upper = max(upper, by_seconds * 1.05)
     seconds = np.linspace(0.0, upper, POINTS)

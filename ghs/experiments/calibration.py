@@ -27,6 +27,7 @@ from ghs.experiments.error_vs_length import (
     collect_family,
     family_names,
 )
+from ghs.experiments.figures import counted, legend_beside
 from ghs.experiments.launches import LEVELS, MODELS, SAMPLING, Sampling, coverage
 from ghs.traces import JobLog
 
@@ -114,7 +115,7 @@ def plot(result: dict[str, Any], path: str) -> str | None:
         from matplotlib.figure import Figure
     except ImportError:
         return None
-    figure = Figure(figsize=(10, 4.5))
+    figure = Figure(figsize=(11, 4.5), layout="constrained")
     FigureCanvasAgg(figure)
     nominal = [NOMINAL[lv] for lv in LEVELS]
     for index, section in enumerate(("single", "parallel")):
@@ -130,8 +131,7 @@ def plot(result: dict[str, Any], path: str) -> str | None:
         axes.set_xlabel("nominal")
         axes.set_ylabel("share finished by the predicted quantile")
         axes.set_title("one workstation" if section == "single"
-                       else f"{result['stations']} workstations")
-        axes.legend(fontsize="x-small")
-    figure.tight_layout()
+                       else counted(result["stations"], "workstation"))
+        legend_beside(axes, fontsize="x-small")
     figure.savefig(path, dpi=100)
     return path

@@ -364,3 +364,12 @@ def test_plot_without_matplotlib_is_one_line(tmp_path, monkeypatch):
                     str(tmp_path / "x.png"))
     one_line_error(result, "pip install 'ghs[plot]'")
     assert not (tmp_path / "x.png").exists()
+
+
+def test_figure_labels_count_and_axes_follow_the_compared_lines():
+    from ghs.experiments.figures import counted, log_limits
+
+    assert counted(1, "workstation") == "1 workstation"
+    assert counted(32, "workstation") == "32 workstations"
+    low, high = log_limits([0.02, 0.3, None, float("nan"), 0.0])
+    assert 0.01 < low < 0.02 and 0.3 < high < 0.5
