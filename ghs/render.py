@@ -40,7 +40,7 @@ def _host_table(answer: Answer, units: dict[str, int] | None = None) -> Table:
         table.add_column(column, justify="left" if column == "host" else "right")
     if units is not None:
         table.add_column("units", justify="right")
-    marked = bool(answer.provisional)
+    marked = any(name in answer.provisional for name in prediction.hosts)
     if marked:
         table.add_column("estimate", justify="left")
     columns = zip(_in_unit(prediction.dedicated_seconds, unit), _in_unit(means, unit),
