@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import zmq
 from click.testing import CliRunner
+from test_manager_parts import facts, rows
 
 from ghs.cli import main
 from ghs.cli.common import config_first
@@ -21,7 +22,7 @@ from ghs.hostfile import load_hosts
 from ghs.manager.estimates import EstimateCache
 from ghs.manager.queries import QueryService
 from ghs.manager.service import Manager
-from ghs.manager.store import HostFacts, ManagerStore
+from ghs.manager.store import ManagerStore
 from scheduler import predict
 from scheduler.simulation import simulate
 from scheduler.workload import demand_for_host
@@ -146,34 +147,18 @@ def test_summary_keeps_large_host_sets_short(tmp_path):
 
 # --- provisional estimates, through a real manager and ghs.Client --------------------------
 
-def _facts(host_id, seen):
-    return HostFacts(host_id=host_id, hostname=host_id, cores=1, tau=1.0, os="test",
-                     agent_version="0", simulated=True, first_seen=seen, last_seen=seen)
-
-
-def _rows(host_id, count, hours, *, rho, lam=0.004, demand=50.0, interval=600.0):
-    return [{
-        "host_id": host_id, "seq": k, "start_epoch_seconds": 1.0e9 + k * hours * HOUR / count,
-        "end_epoch_seconds": 1.0e9 + k * hours * HOUR / count + interval,
-        "lam_per_second": lam, "rho": rho, "tau": None, "service_count": 2,
-        "service_cpu_seconds_sum": 2 * demand,
-        "service_cpu_seconds_sum_squares": 2 * demand**2 + 200.0,
-        "busy_cpu_seconds": rho * interval, "jobs_started": round(lam * interval),
-        "jobs_between": 0, "running_processes": 1, "lambda_source": "accounting",
-        "rho_source": "kernel", "quality": "", "received_epoch_seconds": 0.0}
-        for k in range(count)]
-
-
 @pytest.fixture
 def manager_endpoint(tmp_path):
-    """A real manager over loopback: 'steady' has 24 h of history, 'young' 2 h, 'full' is
-    saturated."""
+    """A real manager over loopback: 'steady' has over 24 h of history, 'young' 18 h, 'full'
+    is saturated."""
     store = ManagerStore(tmp_path / "m.sqlite")
     now = time.time()
-    for name, count, hours, rho in (("steady", 52, 26, 0.2), ("young", 4, 2, 0.2),
-                                    ("full", 52, 26, 1.0)):
-        store.upsert_host(_facts(name, now))
-        store.add_measurements(_rows(name, count, hours, rho=rho))
+    for name, rho in (("steady", 0.2), ("young", 0.2), ("full", 1.0)):
+        store.upsert_host(facts(name, seen=now))
+        store.add_measurements(rows(name, 4 if name == "young" else 48, rho=rho))
+    # a second day's start takes 'steady' and 'full' past 24 h; 'young' stays at 18 h
+    for name, rho in (("steady", 0.2), ("full", 1.0)):
+        store.add_measurements(rows(name, 2, rho=rho, first_seq=48, start=1.0e9 + 24 * HOUR))
     context = zmq.Context()
     queries = QueryService(EstimateCache(store), SchedulerConfig(),
                            stale_after_seconds=600.0, clock=time.time)
