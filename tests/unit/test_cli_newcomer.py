@@ -193,6 +193,8 @@ def test_provisional_hosts_are_marked_through_the_client_and_the_cli(manager_end
     simulated = json.loads(invoke("simulate", "--manager", manager_endpoint, "--work", "1h",
                                   "--runs", "100", "--json").stdout)
     assert [e["name"] for e in simulated["excluded"]] == ["full"]
+    status = invoke("status", "--manager", manager_endpoint).stdout
+    assert "history (h)" in status and " h " not in status and "…" not in status
 
 
 # --- item 2: a responsive CLI --------------------------------------------------------------
