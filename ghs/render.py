@@ -81,7 +81,7 @@ def _notes(console: Console, answer: Answer, summary: bool) -> None:
         used = [name for name in answer.prediction.hosts if name in answer.provisional]
         if used:
             console.print(f"provisional (< 24 h of history): {len(used)} of "
-                          f"{len(answer.prediction.hosts)} hosts")
+                          f"{len(answer.prediction.hosts)} hosts in the prediction")
     shown = answer.excluded[:SUMMARY_EXCLUDED] if summary else answer.excluded
     for exclusion in shown:
         console.print(f"excluded {exclusion.name}: {exclusion.reason}")

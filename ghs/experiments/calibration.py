@@ -81,12 +81,14 @@ def _cell(values: dict[str, float] | None) -> str:
 
 
 def show(console: Any, result: dict[str, Any]) -> None:
-    """Per family: coverage rows (pooled first, then per length) for 1 and 32 workstations."""
+    """Per family: coverage rows (pooled first, then per length) for one workstation and for
+    ``stations``."""
     from rich.table import Table
 
     for family in result["families"]:
         table = Table(title=f"{family['name']}: % of tasks finished by the predicted "
-                            f"p50/p90/p95 (nominal 50/90/95), {family['launches']} launches",
+                            f"p50/p90/p95 (nominal 50/90/95), "
+                            f"{counted(family['launches'], 'launch', 'launches')}",
                           title_justify="left")
         for column in ("section", "work", "tasks", "ours", "past 24h", "true",
                        "naive by point"):

@@ -263,7 +263,8 @@ def show(console: Any, result: dict[str, Any]) -> None:
         for section, title in (("single", "one workstation"),
                                ("parallel", counted(result["stations"], "workstation"))):
             table = Table(title=f"{family['name']} ({what}), {title}: mean |predicted mean - "
-                                f"simulated| / simulated, {family['launches']} launches",
+                                f"simulated| / simulated, "
+                                f"{counted(family['launches'], 'launch', 'launches')}",
                           title_justify="left")
             for column in ("work", "tasks", "ours", "var", "median", "naive", "naive/ours",
                            "past 24h", "true", "clairv.", "idle start", "ours p50/p90/p95",

@@ -43,7 +43,7 @@ from ghs.experiments.error_vs_length import (
     length_rows,
     trace_stations,
 )
-from ghs.experiments.figures import legend_beside, log_limits, note_off_axis
+from ghs.experiments.figures import counted, legend_beside, log_limits, note_off_axis
 from ghs.experiments.launches import (
     DAY_SECONDS,
     HOUR_SECONDS,
@@ -187,8 +187,10 @@ def show(console: Any, result: dict[str, Any]) -> None:
     from rich.table import Table
 
     info = result["info"]
-    table = Table(title=f"{info['source']}: one-workstation tasks on {len(result['stations'])} "
-                        f"workstations x {result['launches']} launches, mean |error| (median)",
+    table = Table(title=f"{info['source']}: one-workstation tasks on "
+                        f"{counted(len(result['stations']), 'workstation')} x "
+                        f"{counted(result['launches'], 'launch', 'launches')}, mean |error| "
+                        "(median)",
                   title_justify="left")
     for column in ("variant", "work", "tasks", "ours", "naive", "past 24h", "true",
                    "clairv.", "ours p50/p90/p95"):
