@@ -143,6 +143,8 @@ def test_summary_keeps_large_host_sets_short(tmp_path):
     payload = json.loads(invoke("predict", "--hosts-file", path, "--work", "100h",
                                 "--summary", "--json").stdout)
     assert len(payload["hosts"]) == 400 and len(payload["excluded"]) == 9
+    plan = invoke("schedule", "--hosts-file", path, "--work", "100h", "--summary").stdout
+    assert plan.count("\n") < 30 and "sets evaluated" in plan and "ws0000 " not in plan
 
 
 # --- provisional estimates, through a real manager and ghs.Client --------------------------
