@@ -14,6 +14,7 @@ from typing import Any
 
 import zmq
 
+from ghs.answers import Answer, answer
 from ghs.errors import GhsError
 from protocol import (
     DEFAULT_LIMITS,
@@ -51,6 +52,16 @@ class Status:
 
     def to_dict(self) -> dict[str, Any]:
         return {"hosts": self.hosts, "counters": self.counters}
+
+    def usable(self) -> list[Host]:
+        """The hosts the manager can schedule on, with the parameters it would use."""
+        return [Host(row["name"], **row["parameters"]) for row in self.hosts
+                if row.get("parameters")]
+
+    def excluded(self) -> list[Exclusion]:
+        """The hosts it cannot use now, each with the manager's reason."""
+        return [Exclusion(row["name"], row.get("reason") or "unusable") for row in self.hosts
+                if not row.get("parameters")]
 
 
 class Client:
@@ -114,31 +125,48 @@ class Client:
 
     def hosts(self) -> list[Host]:
         """The hosts the manager can schedule on now, with the parameters it would use."""
-        return [Host(row["name"], **row["parameters"]) for row in self.status().hosts
-                if row.get("parameters")]
+        return self.status().usable()
 
     def predict(self, work: float, hosts: Sequence[str] | None = None,
                 dist: str | None = None, partition: str | None = None) -> Prediction:
         """Predicted completion time of ``work`` reference-CPU-seconds on the manager's hosts."""
+        return self.predict_answer(work, hosts, dist, partition).prediction
+
+    def predict_answer(self, work: float, hosts: Sequence[str] | None = None,
+                       dist: str | None = None, partition: str | None = None) -> Answer:
+        """``predict`` with the hosts the manager left out, the provisional ones, and the
+        model's assumptions."""
         body = self._ask(PredictRequest(
             request_id=next(self._ids), work_seconds=float(work),
             hosts=tuple(hosts) if hosts else None, distribution=dist, partition=partition))
-        return _rebuild_prediction(body)
+        return answer(_rebuild_prediction(body), "manager", excluded=_exclusions(body),
+                      provisional=body.get("provisional", ()))
 
     def schedule(self, work: float, method: str | None = None,
                  hosts: Sequence[str] | None = None, dist: str | None = None,
                  partition: str | None = None, units: int | None = None) -> Plan:
         """The manager's choice of hosts and split for ``work`` reference-CPU-seconds."""
+        plan = self.schedule_answer(work, method, hosts, dist, partition, units).result
+        assert isinstance(plan, Plan)
+        return plan
+
+    def schedule_answer(self, work: float, method: str | None = None,
+                        hosts: Sequence[str] | None = None, dist: str | None = None,
+                        partition: str | None = None, units: int | None = None) -> Answer:
+        """``schedule`` with the provisional hosts and the model's assumptions."""
         body = self._ask(ScheduleRequest(
             request_id=next(self._ids), work_seconds=float(work),
             hosts=tuple(hosts) if hosts else None, distribution=dist, partition=partition,
             method=method, units=units))
-        prediction = _rebuild_prediction(body)
-        chosen = tuple(_hosts(body))
-        excluded = tuple(Exclusion(e["name"], e["reason"]) for e in body.get("excluded", ()))
-        return Plan(hosts=chosen, prediction=prediction, method=body["method"],
-                    evaluations=int(body["evaluations"]),
-                    elapsed_seconds=float(body["elapsed_seconds"]), excluded=excluded)
+        plan = Plan(hosts=tuple(_hosts(body)), prediction=_rebuild_prediction(body),
+                    method=body["method"], evaluations=int(body["evaluations"]),
+                    elapsed_seconds=float(body["elapsed_seconds"]),
+                    excluded=_exclusions(body))
+        return answer(plan, "manager", provisional=body.get("provisional", ()))
+
+
+def _exclusions(body: dict[str, Any]) -> tuple[Exclusion, ...]:
+    return tuple(Exclusion(e["name"], e["reason"]) for e in body.get("excluded", ()))
 
 
     def history(self, host: str, since_seconds: float | None = None) -> dict[str, Any]:

@@ -66,10 +66,11 @@ class SimulationConfig:
     """Defaults of ``ghs simulate``."""
 
     runs: int = setting(4000, low=1, high=10_000_000, help="Monte Carlo repetitions")
-    service: str = setting("exponential", choices=(
+    service: str = setting("lognormal", choices=(
         "exponential", "deterministic", "lognormal", "gamma", "hyperexponential", "loguniform"),
-        help="distribution of local jobs' CPU demands")
-    warm: bool = setting(True, help="start hosts in a warmed-up (stationary) state")
+        help="distribution of local jobs' CPU demands (lognormal: each host's mu and sigma)")
+    warm: bool = setting(True, help="start hosts in a warmed-up (stationary) state, as a "
+                                    "machine is at a random launch time")
 
 
 ACCOUNTING_MODES = ("on", "auto", "off")

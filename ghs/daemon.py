@@ -7,6 +7,8 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 
@@ -20,6 +22,25 @@ def stop_on_signals() -> threading.Event:
     signal.signal(signal.SIGTERM, handler)
     signal.signal(signal.SIGINT, handler)
     return stop
+
+
+@contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """Within the block, SIGTERM raises KeyboardInterrupt like Ctrl-C (call from the main
+    thread), so ``finally`` clauses and context managers clean up on either signal.
+
+    Only the first SIGTERM interrupts: a second one during the cleanup is ignored so the
+    cleanup itself is not cut short.
+    """
+    def handler(signum: int, frame: object) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def configure_logging(verbose: bool) -> None:

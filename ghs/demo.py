@@ -19,9 +19,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from ghs.answers import Answer
 from ghs.client import Client, Status
 from ghs.errors import GhsError
-from scheduler import Plan, Prediction
 
 DAY_HOURS = 24.0
 
@@ -35,8 +35,8 @@ class DemoError(GhsError):
 @dataclass(frozen=True)
 class DemoResult:
     status: Status
-    prediction: Prediction
-    plan: Plan
+    prediction: Answer
+    plan: Answer
     endpoint: str
     seconds: float
 
@@ -81,7 +81,11 @@ def run_demo(*, simulated: int = 12, speedup: float = 3600.0, seed: int = 7,
              work_seconds: float = 8 * 3600.0, timeout_seconds: float = 120.0,
              real_interval_seconds: float = 5.0,
              progress: Callable[[float, Status | None], None] | None = None) -> DemoResult:
-    """Run the demo; ``progress(fraction, status)`` is called while history fills."""
+    """Run the demo; ``progress(fraction, status)`` is called while history fills.
+
+    Its daemons are stopped and its temporary folder removed on every way out of here,
+    including KeyboardInterrupt (the CLI turns SIGTERM into one).
+    """
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="ghs-demo-") as folder:
         root = Path(folder)
@@ -100,7 +104,8 @@ def run_demo(*, simulated: int = 12, speedup: float = 3600.0, seed: int = 7,
                         "GHS_SENSOR_ACCOUNTING": "auto"}
             processes.append(_start(_ghs(
                 "agent", "--manager", endpoint, "--interval", f"{real_interval_seconds:g}s",
-                "--outbox", str(root / "real-outbox.sqlite")), root / "agent-real.log",
+                "--outbox", str(root / "real-outbox.sqlite"), "--store",
+                str(root / "real-store.sqlite")), root / "agent-real.log",
                 real_env))
             processes.append(_start(_ghs(
                 "agent", "--manager", endpoint, "--simulate", str(simulated), "--speedup",
@@ -109,8 +114,8 @@ def run_demo(*, simulated: int = 12, speedup: float = 3600.0, seed: int = 7,
             with Client(endpoint, timeout_seconds=20.0) as client:
                 status = _wait_for_history(client, processes, root, simulated, started,
                                            timeout_seconds, progress)
-                prediction = client.predict(work_seconds)
-                plan = client.schedule(work_seconds, method="heuristic")
+                prediction = client.predict_answer(work_seconds)
+                plan = client.schedule_answer(work_seconds, method="heuristic")
                 status = client.status()
         finally:
             _stop(processes)

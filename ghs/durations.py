@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterable
 
 from ghs.errors import DurationError
 
@@ -40,3 +41,20 @@ def format_duration(seconds: float) -> str:
     if abs(seconds) < 172800:
         return f"{seconds / 3600:.2f}h"
     return f"{seconds / 86400:.2f}d"
+
+
+def duration_unit(seconds: Iterable[float]) -> tuple[str, float]:
+    """One unit for a column of durations: (``s``/``min``/``h``/``d``, seconds per unit).
+
+    Chosen from the median magnitude with format_duration's thresholds, so a column never
+    mixes minutes and hours and its typical value reads naturally.
+    """
+    finite = sorted(abs(value) for value in seconds if math.isfinite(value))
+    typical = finite[len(finite) // 2] if finite else 0.0
+    if typical < 120:
+        return "s", 1.0
+    if typical < 7200:
+        return "min", 60.0
+    if typical < 172800:
+        return "h", 3600.0
+    return "d", 86400.0

@@ -2,7 +2,9 @@
 
 ``{"hosts": [{"name": "ws1", "lam": 0.0017, "mu": 0.0083, "sigma": 240.0, "rho": 0.2,
 "tau": 1.0, "cores": 1}, ...]}``. A host whose rho is 1 or more is saturated by its owners'
-work: it is kept out of the usable hosts and reported with the reason.
+work: it is kept out of the usable hosts and reported with the reason. Numbers must be JSON
+numbers (a quoted "0.2" is refused). A missing tau or cores takes its default and a
+warning says so; so does a rho far above what lam, mu and cores imply.
 """
 
 from __future__ import annotations
@@ -19,7 +21,12 @@ from scheduler import Host, SchedulerError
 from scheduler.selection import Exclusion
 
 REQUIRED = ("name", "lam", "mu", "sigma", "rho")
-OPTIONAL = ("tau", "cores")
+OPTIONAL = {"tau": 1.0, "cores": 1}  # the defaults of a field left out
+NUMBERS = ("lam", "mu", "sigma", "rho", "tau", "cores")
+# a measured rho above lam / (cores mu) by this factor (and by RHO_SLACK) is not the M/G/1
+# utilisation of those parameters: likely a unit slip (mean demand given for mu) or a typo
+RHO_EXCESS_FACTOR = 1.5
+RHO_SLACK = 0.05
 
 
 @dataclass(frozen=True)
@@ -28,6 +35,7 @@ class HostList:
 
     hosts: tuple[Host, ...]
     excluded: tuple[Exclusion, ...]
+    warnings: tuple[str, ...] = ()
 
     def select(self, names: Sequence[str]) -> HostList:
         """Only the named hosts; an unknown or excluded name is an error."""
@@ -82,6 +90,8 @@ def parse_hosts(document: Any, source: str = "host list") -> HostList:
     hosts: list[Host] = []
     excluded: list[Exclusion] = []
     seen: set[str] = set()
+    warnings: list[str] = []
+    defaulted: dict[str, list[str]] = {}
     for index, entry in enumerate(document["hosts"]):
         where = f"{source}: hosts[{index}]"
         if not isinstance(entry, dict):
@@ -92,9 +102,14 @@ def parse_hosts(document: Any, source: str = "host list") -> HostList:
             raise HostFileError(f"{where}: missing field {missing[0]!r}", field=missing[0],
                                 value=None)
         unknown = sorted(set(entry) - set(REQUIRED) - set(OPTIONAL))
+        quoted = [key for key in NUMBERS if isinstance(entry.get(key), str)]
+        if quoted:
+            raise HostFileError(f"{where}: {quoted[0]} must be a JSON number, got the string "
+                                f"{entry[quoted[0]]!r} (write it without quotes)",
+                                field=quoted[0], value=entry[quoted[0]])
         if unknown:
             raise HostFileError(f"{where}: unknown field {unknown[0]!r} (allowed: "
-                                f"{', '.join(REQUIRED + OPTIONAL)})", field=unknown[0],
+                                f"{', '.join((*REQUIRED, *OPTIONAL))})", field=unknown[0],
                                 value=entry[unknown[0]])
         name = entry["name"]
         if isinstance(name, str) and name in seen:
@@ -108,13 +123,26 @@ def parse_hosts(document: Any, source: str = "host list") -> HostList:
         try:
             host = Host(name=name, lam=_number(entry["lam"]), mu=_number(entry["mu"]),
                         sigma=_number(entry["sigma"]), rho=_number(rho),
-                        tau=_number(entry.get("tau", 1.0)), cores=entry.get("cores", 1))
+                        tau=_number(entry.get("tau", OPTIONAL["tau"])),
+                        cores=entry.get("cores", OPTIONAL["cores"]))
         except SchedulerError as exc:
             raise HostFileError(f"{where}: {exc.message}", field=exc.field,
                                 value=exc.value) from None
         seen.add(host.name)
         hosts.append(host)
-    return HostList(tuple(hosts), tuple(excluded))
+        for key in OPTIONAL:
+            if key not in entry:
+                defaulted.setdefault(key, []).append(host.name)
+        implied = host.lam / (host.cores * host.mu)
+        if host.rho > RHO_EXCESS_FACTOR * implied + RHO_SLACK:
+            warnings.append(f"{source}: host {host.name!r}: rho {host.rho:g} is far above "
+                            f"lam / (cores mu) = {implied:.3g}; check lam, mu and cores")
+    for key, names in defaulted.items():
+        listed = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5
+                                         else "")
+        warnings.insert(0, f"{source}: no {key} given for {listed}: assuming {key} "
+                           f"{OPTIONAL[key]:g}")
+    return HostList(tuple(hosts), tuple(excluded), tuple(warnings))
 
 
 def _is_number(value: Any) -> bool:

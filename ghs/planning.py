@@ -12,40 +12,42 @@ from typing import Any
 
 import numpy as np
 
+from ghs.answers import Answer, Assumptions, answer, model_assumptions
 from ghs.config import Config
 from ghs.hostfile import HostList
 from scheduler import Host, Prediction, predict
 from scheduler.hosts import HostArrays
 from scheduler.partitioning import _partition, check_work
 from scheduler.prediction import QUANTILE_LEVELS, check_hosts
-from scheduler.selection import Plan, schedule
+from scheduler.selection import Exclusion, schedule
 from scheduler.simulation import simulate
-from scheduler.workload import Demand, demand, demand_for_host
+from scheduler.workload import _FIXED_COV, Demand, demand, demand_for_host
 
 
 def predict_hosts(host_list: HostList, work: float, config: Config, *,
                   names: Sequence[str] = (), dist: str | None = None,
-                  partition: str | None = None) -> Prediction:
+                  partition: str | None = None) -> Answer:
     """Predict ``work`` reference-CPU-seconds on the named hosts (all usable ones if none)."""
     chosen = host_list.select(names)
     chosen.require_usable()
-    return predict(chosen.hosts, work, dist or config.scheduler.distribution,
-                   partition or config.scheduler.partition)
+    prediction = predict(chosen.hosts, work, dist or config.scheduler.distribution,
+                         partition or config.scheduler.partition)
+    return answer(prediction, "host file", excluded=chosen.excluded)
 
 
 def schedule_hosts(host_list: HostList, work: float, config: Config, *,
                    names: Sequence[str] = (), method: str | None = None,
-                   dist: str | None = None, partition: str | None = None) -> Plan:
+                   dist: str | None = None, partition: str | None = None) -> Answer:
     """Choose where ``work`` should run among the (named) hosts."""
     chosen = host_list.select(names)
-    excluded = host_list.excluded if not names else ()
     settings = config.scheduler
     if not chosen.hosts:
         chosen.require_usable()
-    return schedule(chosen.hosts, work, method or settings.method,
+    plan = schedule(chosen.hosts, work, method or settings.method,
                     dist or settings.distribution, partition or settings.partition,
                     rho_max=settings.rho_max, max_optimal_hosts=settings.optimal_max_hosts,
-                    task_ratio=settings.task_ratio, excluded=excluded)
+                    task_ratio=settings.task_ratio, excluded=chosen.excluded)
+    return answer(plan, "host file")
 
 
 @dataclass(frozen=True)
@@ -63,6 +65,22 @@ class SimulationReport:
     seed: int | None
     simulated: dict[str, Any]
     predicted: Prediction
+    excluded: tuple[Exclusion, ...] = ()
+    model: Assumptions | None = None
+
+    @property
+    def start_state(self) -> str:
+        """How the simulated queues start: warm (stationary backlog) or idle (empty)."""
+        return "warm" if self.warm else "idle"
+
+    @property
+    def demands(self) -> str:
+        """The local jobs' demand law, in words."""
+        if self.cov is not None:
+            return f"{self.service}, CoV {self.cov:g} on every host"
+        if self.service in _FIXED_COV:
+            return f"{self.service} (each host's mean 1/mu; sigma not used)"
+        return f"{self.service} (each host's mean 1/mu and sigma)"
 
     def to_dict(self) -> dict[str, Any]:
         predicted = self.predicted
@@ -70,15 +88,20 @@ class SimulationReport:
             "work": self.work,
             "runs": self.runs,
             "service": self.service,
-            "cov": self.cov,
+            # "cov" below is the completion time's; this is the override of demands' CoV
+            "demand_cov": self.cov,
+            "demands": self.demands,
             "warm": self.warm,
+            "start_state": self.start_state,
             "cores_mode": self.cores_mode,
             "seed": self.seed,
             "hosts": [{"name": n, "share": float(s)} for n, s in zip(self.hosts, self.shares)],
             **self.simulated,
             "predicted": {"mean": predicted.mean, "std": predicted.std,
                           "quantiles": dict(predicted.quantiles),
-                          "distribution": predicted.distribution},
+                          "distribution": predicted.distribution,
+                          "assumptions": None if self.model is None else self.model.to_dict()},
+            "excluded": [{"name": e.name, "reason": e.reason} for e in self.excluded],
         }
 
 
@@ -87,10 +110,11 @@ def simulate_hosts(host_list: HostList, work: float, config: Config, *,
                    service: str | None = None, cov: float | None = None,
                    warm: bool | None = None, partition: str | None = None,
                    dist: str | None = None, cores_mode: str = "partitioned",
-                   seed: int | None = None) -> SimulationReport:
+                   seed: int | None = None, source: str = "host file") -> SimulationReport:
     """Simulate ``runs`` launches of the task on the (named) hosts, split by ``partition``.
 
-    ``cov`` overrides every host's demand CoV (sigma * mu) for kinds that take one.
+    ``cov`` overrides every host's demand CoV (sigma * mu) for kinds that take one; ``source``
+    (a key of ``ghs.answers.LOAD_MODELS``) is where the hosts' parameters came from.
     """
     chosen = host_list.select(names)
     chosen.require_usable()
@@ -110,7 +134,9 @@ def simulate_hosts(host_list: HostList, work: float, config: Config, *,
                  "quantiles": {name: summary[name] for name in QUANTILE_LEVELS}}
     predicted = predict(hosts, work, dist or config.scheduler.distribution, shares=shares)
     return SimulationReport(tuple(h.name for h in hosts), work, shares, int(runs), kind, cov,
-                            bool(warm), cores_mode, seed, simulated, predicted)
+                            bool(warm), cores_mode, seed, simulated, predicted,
+                            excluded=chosen.excluded,
+                            model=model_assumptions(predicted, source))
 
 
 def _law(host: Host, kind: str, cov: float | None) -> Demand:

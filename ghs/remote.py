@@ -5,16 +5,9 @@ from __future__ import annotations
 from ghs.client import Client
 from ghs.config import Config
 from ghs.daemon import expand
+from ghs.endpoint import manager_endpoint
 from ghs.errors import GhsError
 from protocol import read_keypair, read_public_key
-
-
-def manager_endpoint(config: Config, endpoint: str | None) -> str:
-    chosen = endpoint or config.manager
-    if not chosen:
-        raise GhsError("no manager: give --manager tcp://HOST:PORT (or set GHS_MANAGER, or "
-                       "'manager' in the config file)", field="manager")
-    return chosen
 
 
 def open_client(config: Config, endpoint: str | None) -> Client:

@@ -70,6 +70,14 @@ class Prediction:
         values = np.exp(completion.log_cdf(self._servers, flat))
         return values.reshape(x.shape)
 
+    def host_cdf(self, x: Any) -> np.ndarray:
+        """P(host k has finished its share by x): shape (hosts, len(x)) for times x (seconds)."""
+        flat = np.asarray(x, dtype=float).reshape(1, -1)
+        per_server = completion.servers_log_cdf(self._host_servers, flat)[0]
+        mult = self._host_servers.mult[0]
+        # a host's share finishes when all of its cores' parts do: F_k to the power of cores
+        return np.exp(np.where(mult > 0, mult * per_server, 0.0)).T
+
     def host_moments(self) -> tuple[np.ndarray, np.ndarray]:
         """(mean, std) of each host's own completion time (the max over its cores)."""
         if isinstance(self._host_servers, MixtureServers):

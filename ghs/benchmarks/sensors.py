@@ -27,6 +27,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ghs.errors import GhsError
+
 _MB = 1024 * 1024
 
 
@@ -41,7 +43,8 @@ def sensor_overhead(duration_seconds: float, *, accounting: str = "on",
     import psutil
 
     if not duration_seconds > 0:
-        raise ValueError(f"duration_seconds must be > 0, got {duration_seconds!r}")
+        raise GhsError(f"the sensor run must last more than 0 s, got {duration_seconds!r}",
+                       field="duration_seconds", value=duration_seconds)
     note = ""
     if accounting == "on" and os.geteuid() != 0:
         accounting, note = "off", "not root: accounting off"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from ghs.cli.common import DURATION, console, emit_json, json_option
+from ghs.cli.common import POSITIVE_DURATION, console, emit_json, json_option
 
 PARTS = ("scheduler", "manager", "sensors", "soak")
 
@@ -14,7 +14,7 @@ PARTS = ("scheduler", "manager", "sensors", "soak")
 @click.option("--seed", type=int, default=1, help="Random seed of the generated hosts.")
 @click.option("--part", "parts", type=click.Choice(PARTS), multiple=True,
               help="Only these parts (repeatable; default: scheduler and manager).")
-@click.option("--sensor-duration", type=DURATION, default=600.0,
+@click.option("--sensor-duration", type=POSITIVE_DURATION, default=600.0,
               help="How long the sensor overhead run lasts (part 'sensors'; default 10m).")
 @click.option("--soak-hosts", type=click.IntRange(min=1), default=100,
               help="Simulated hosts of the soak (part 'soak').")

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import click
@@ -24,6 +27,10 @@ USER_ERRORS: tuple[type[Exception], ...] = (GhsError, SchedulerError, SensorErro
 def fail(message: str) -> None:
     click.echo(f"ghs: error: {message}", err=True)
     sys.exit(2)
+
+
+def warn(message: str) -> None:
+    click.echo(f"ghs: warning: {message}", err=True)
 
 
 class GhsGroup(click.Group):
@@ -48,12 +55,19 @@ class GhsGroup(click.Group):
             self.add_command(getattr(importlib.import_module(module_name), attribute), name)
         return super().get_command(ctx, name)
 
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        return super().parse_args(ctx, config_first(args))
+
     def main(self, *args: Any, **kwargs: Any) -> Any:
         kwargs["standalone_mode"] = False
         try:
             result = super().main(*args, **kwargs)
         except click.exceptions.Exit as exc:
             sys.exit(exc.exit_code)
+        except click.exceptions.NoArgsIsHelpError as exc:
+            # bare `ghs`: the help itself, with click's exit code for a group without command
+            click.echo(exc.ctx.get_help() if exc.ctx else exc.format_message())
+            sys.exit(2)
         except click.exceptions.Abort:
             click.echo("ghs: aborted", err=True)
             sys.exit(130)
@@ -72,24 +86,69 @@ class GhsGroup(click.Group):
             sys.exit(130)
 
 
+def config_first(args: list[str]) -> list[str]:
+    """``args`` with every ``--config FILE`` moved to the front, so the group's option also
+    works after the subcommand (``ghs status --config FILE``); nothing after ``--`` moves."""
+    moved: list[str] = []
+    rest: list[str] = []
+    index = 0
+    while index < len(args):
+        arg = args[index]
+        if arg == "--":
+            rest.extend(args[index:])
+            break
+        if arg == "--config" and index + 1 < len(args):
+            moved += args[index:index + 2]
+            index += 2
+            continue
+        (moved if arg.startswith("--config=") else rest).append(arg)
+        index += 1
+    return moved + rest
+
+
 class DurationType(click.ParamType):
-    """A click parameter accepting 90, 90s, 30m, 8h, 2d; the value is seconds (float)."""
+    """A click parameter accepting 90, 90s, 30m, 8h, 2d; the value is seconds (float).
+
+    ``low``/``high`` bound it (closed unless ``low_open``); a value outside is refused with
+    the allowed range, naming the flag.
+    """
 
     name = "duration"
 
+    def __init__(self, low: float | None = None, high: float | None = None, *,
+                 low_open: bool = False) -> None:
+        self.low, self.high, self.low_open = low, high, low_open
+
     def convert(self, value: Any, param: click.Parameter | None,
                 ctx: click.Context | None) -> float:
-        if isinstance(value, float):
-            return value
         named = param is not None and param.name
         label = f"--{param.name.replace('_', '-')}" if named else "value"
-        try:
-            return parse_duration(value, what=label)
-        except GhsError as exc:
-            self.fail(exc.message, param, ctx)
+        if isinstance(value, float):
+            seconds = value
+        else:
+            try:
+                seconds = parse_duration(value, what=label)
+            except GhsError as exc:
+                self.fail(exc.message, param, ctx)
+        too_low = self.low is not None and (seconds < self.low
+                                             or (self.low_open and seconds == self.low))
+        if too_low or (self.high is not None and seconds > self.high):
+            left = "(" if self.low_open else "["
+            low = "-inf" if self.low is None else f"{self.low:g} s"
+            high = "inf" if self.high is None else f"{self.high:g} s"
+            self.fail(f"{seconds:g} s is outside the allowed range "
+                      f"{left}{low}, {high}]", param, ctx)
+        return seconds
 
 
 DURATION = DurationType()
+POSITIVE_DURATION = DurationType(0.0, low_open=True)
+
+
+def setting_duration(section: type, name: str) -> DurationType:
+    """A duration parameter bounded like the config field ``name`` of ``section``."""
+    meta = next(f.metadata for f in dataclasses.fields(section) if f.name == name)
+    return DurationType(meta["low"], meta["high"], low_open=bool(meta["low_open"]))
 
 
 def config_from(ctx: click.Context, overrides: dict[str, Any] | None = None) -> Config:
@@ -108,5 +167,32 @@ def emit_json(payload: Any) -> None:
     click.echo(json.dumps(payload, indent=2, sort_keys=False, allow_nan=False))
 
 
+# wide enough that no cell of a piped table is cut: rich would otherwise assume 80 columns
+PIPED_WIDTH = 10_000
+
+
 def console() -> Console:
-    return Console(highlight=False, soft_wrap=False)
+    """stdout for tables: the terminal's width, or no width limit when piped or logged."""
+    if sys.stdout.isatty():
+        return Console(highlight=False, soft_wrap=False)
+    return Console(highlight=False, soft_wrap=False, width=PIPED_WIDTH)
+
+
+def timeout_option(function: Any) -> Any:
+    option = click.option(
+        "--timeout", type=POSITIVE_DURATION, default=None,
+        help="Longest wait for the manager's answer (default client.timeout_seconds, 30 s; "
+             "or GHS_CLIENT_TIMEOUT_SECONDS).")
+    return option(function)
+
+
+@contextmanager
+def asking(client: Any) -> Iterator[None]:
+    """Say on a terminal's stderr which manager is being waited for, while waiting."""
+    if not sys.stderr.isatty():
+        yield
+        return
+    status = Console(stderr=True).status(
+        f"waiting for the manager at {client.endpoint} (up to {client.timeout_seconds:g} s)")
+    with status:
+        yield

@@ -135,7 +135,7 @@ def _run_launches(ctx, study, size, seed, stations, trace_path, families, plot_p
 @json_option
 @click.pass_context
 def error_vs_length(ctx, size, seed, stations, trace_path, families, plot_path, as_json):
-    """Prediction error against task length, 1 and 32 workstations (paper figures 4-6)."""
+    """Prediction error against task length on one workstation and on --stations (paper 4-6)."""
     from ghs.experiments import error_vs_length as study
 
     _run_launches(ctx, study, size, seed, stations, trace_path, families, plot_path, as_json)

@@ -3,23 +3,20 @@
 from __future__ import annotations
 
 import os
-import signal
 from typing import Any
 
 import click
 
-from ghs.cli.common import DURATION, config_from, console, emit_json, json_option
-from ghs.config import ACCOUNTING_MODES
+from ghs.cli.common import config_from, console, emit_json, json_option, setting_duration
+from ghs.config import ACCOUNTING_MODES, SensorConfig
+from ghs.daemon import sigterm_as_interrupt
 from sensors.clock import SystemClock
 from sensors.host import LocalSensor, options_from
-
-
-def _interrupt(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt  # so the sensor's context exits and switches accounting off
+from sensors.speed import resolve_tau
 
 
 @click.command()
-@click.option("--interval", type=DURATION, default=None,
+@click.option("--interval", type=setting_duration(SensorConfig, "interval_seconds"), default=None,
               help="Length of the measurement, e.g. 30s (default: sensor.interval_seconds).")
 @click.option("--accounting", type=click.Choice(ACCOUNTING_MODES), default=None,
               help="Process accounting: on (root: the sensor's own file), auto, off.")
@@ -27,20 +24,24 @@ def _interrupt(signum: int, frame: Any) -> None:
 @click.pass_context
 def measure(ctx: click.Context, interval: float | None, accounting: str | None,
             as_json: bool) -> None:
-    """Measure this machine once: lambda, rho, mu and sigma of its local jobs."""
+    """Measure this machine once: lambda, rho, mu, sigma of its local jobs, and tau."""
     config = config_from(ctx, {"sensor": {"interval_seconds": interval,
                                           "accounting": accounting}})
     section = config.sensor
-    previous = signal.signal(signal.SIGTERM, _interrupt)
-    try:
-        with LocalSensor(clock=SystemClock(), exclude_pids=[os.getpid()], proc_root="/proc",
-                         remove_accounting_file=True, **options_from(section)) as local:
+    # SIGTERM must also leave the sensor's context, which switches accounting off
+    with sigterm_as_interrupt(), LocalSensor(
+            clock=SystemClock(), exclude_pids=[os.getpid()], proc_root="/proc",
+            remove_accounting_file=True, **options_from(section)) as local:
             result = local.measure(section.interval_seconds)
             payload = result.to_dict()
             payload["accounting"] = local.session.source
             payload["accounting_note"] = local.session.reason
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+    # the same speed rule as the agent's, so the tau shown is the tau the manager would get
+    speed = resolve_tau(override=section.tau, command=section.speed_command,
+                        command_reference_seconds=section.speed_command_reference_seconds,
+                        runs=section.speed_runs)
+    payload["tau"] = speed.tau
+    payload["tau_source"] = speed.source
     if as_json:
         emit_json(payload)
         return
@@ -73,6 +74,8 @@ def _show(payload: dict[str, Any]) -> None:
         ("finished jobs timed", payload["service_count"]),
         ("running processes", payload["running"]),
         ("cores", payload["cores"]),
+        ("tau: speed vs the reference machine", payload["tau"]),
+        ("tau from", payload["tau_source"]),
         ("lambda from", payload["lambda_source"]),
         ("rho from", payload["rho_source"]),
         ("accounting", payload["accounting"] + (f" ({payload['accounting_note']})"

@@ -4,21 +4,30 @@ from __future__ import annotations
 
 import click
 
-from ghs.cli.common import DURATION, config_from, console, emit_json, json_option
+from ghs.cli.common import (
+    POSITIVE_DURATION,
+    asking,
+    config_from,
+    console,
+    emit_json,
+    json_option,
+    timeout_option,
+)
 
 
 @click.command()
 @click.option("--manager", "endpoint", default=None, envvar="GHS_MANAGER",
               help="Manager endpoint (or GHS_MANAGER, or config 'manager').")
+@timeout_option
 @json_option
 @click.pass_context
-def status(ctx, endpoint, as_json):
+def status(ctx, endpoint, timeout, as_json):
     """Hosts the manager knows, their current estimates, and its counters."""
     from ghs import render
     from ghs.remote import open_client
 
-    config = config_from(ctx)
-    with open_client(config, endpoint) as client:
+    config = config_from(ctx, {"client": {"timeout_seconds": timeout}})
+    with open_client(config, endpoint) as client, asking(client):
         result = client.status()
     if as_json:
         emit_json(result.to_dict())
@@ -30,19 +39,20 @@ def status(ctx, endpoint, as_json):
 @click.argument("host")
 @click.option("--manager", "endpoint", default=None, envvar="GHS_MANAGER",
               help="Manager endpoint (or GHS_MANAGER, or config 'manager').")
-@click.option("--since", type=DURATION, default=86400.0,
+@click.option("--since", type=POSITIVE_DURATION, default=86400.0,
               help="How far back from the host's latest record (default 24h).")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None,
               help="Write a PNG of load and available fraction against time of day.")
+@timeout_option
 @json_option
 @click.pass_context
-def history(ctx, host, endpoint, since, plot_path, as_json):
+def history(ctx, host, endpoint, since, plot_path, timeout, as_json):
     """A host's measurements, capacity series and jobs running at its latest report."""
     from ghs.history_view import plot_history, show_history
     from ghs.remote import open_client
 
-    config = config_from(ctx)
-    with open_client(config, endpoint) as client:
+    config = config_from(ctx, {"client": {"timeout_seconds": timeout}})
+    with open_client(config, endpoint) as client, asking(client):
         result = client.history(host, since_seconds=since)
     if plot_path:
         plot_history(result, plot_path)
@@ -63,8 +73,14 @@ def keys(directory, name, force, as_json):
     """Make a CurveZMQ key pair: NAME.key (public) and NAME.key_secret (mode 0600)."""
     from pathlib import Path
 
+    from ghs.errors import GhsError
     from protocol import generate_keypair, write_keypair
 
+    existing = [path for path in (Path(directory) / f"{name}.key",
+                                  Path(directory) / f"{name}.key_secret") if path.exists()]
+    if existing and not force:
+        raise GhsError(f"{existing[0]} exists; refusing to overwrite a key (add --force)",
+                       field="force", value=str(existing[0]))
     Path(directory).mkdir(parents=True, exist_ok=True, mode=0o700)
     pair = generate_keypair()
     public_path, secret_path = write_keypair(pair, directory, name, overwrite=force)

@@ -27,6 +27,7 @@ from ghs.experiments.error_vs_length import (
     collect_family,
     family_names,
 )
+from ghs.experiments.figures import counted, legend_beside
 from ghs.experiments.launches import LEVELS, MODELS, SAMPLING, Sampling, coverage
 from ghs.traces import JobLog
 
@@ -80,12 +81,14 @@ def _cell(values: dict[str, float] | None) -> str:
 
 
 def show(console: Any, result: dict[str, Any]) -> None:
-    """Per family: coverage rows (pooled first, then per length) for 1 and 32 workstations."""
+    """Per family: coverage rows (pooled first, then per length) for one workstation and for
+    ``stations``."""
     from rich.table import Table
 
     for family in result["families"]:
         table = Table(title=f"{family['name']}: % of tasks finished by the predicted "
-                            f"p50/p90/p95 (nominal 50/90/95), {family['launches']} launches",
+                            f"p50/p90/p95 (nominal 50/90/95), "
+                            f"{counted(family['launches'], 'launch', 'launches')}",
                           title_justify="left")
         for column in ("section", "work", "tasks", "ours", "past 24h", "true",
                        "naive by point"):
@@ -114,7 +117,7 @@ def plot(result: dict[str, Any], path: str) -> str | None:
         from matplotlib.figure import Figure
     except ImportError:
         return None
-    figure = Figure(figsize=(10, 4.5))
+    figure = Figure(figsize=(11, 4.5), layout="constrained")
     FigureCanvasAgg(figure)
     nominal = [NOMINAL[lv] for lv in LEVELS]
     for index, section in enumerate(("single", "parallel")):
@@ -130,8 +133,7 @@ def plot(result: dict[str, Any], path: str) -> str | None:
         axes.set_xlabel("nominal")
         axes.set_ylabel("share finished by the predicted quantile")
         axes.set_title("one workstation" if section == "single"
-                       else f"{result['stations']} workstations")
-        axes.legend(fontsize="x-small")
-    figure.tight_layout()
+                       else counted(result["stations"], "workstation"))
+        legend_beside(axes, fontsize="x-small")
     figure.savefig(path, dpi=100)
     return path

@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from ghs.errors import GhsError, TraceError
+from ghs.experiments.figures import counted, log_limits, note_off_axis
 from ghs.experiments.launches import (
     HOUR_SECONDS,
     LEVELS,
@@ -260,9 +261,10 @@ def show(console: Any, result: dict[str, Any]) -> None:
         what = (f"{info['source']}, {info['jobs']:,} jobs" if info["kind"] == "trace"
                 else f"Poisson, {info['demand']} demands")
         for section, title in (("single", "one workstation"),
-                               ("parallel", f"{result['stations']} workstations")):
+                               ("parallel", counted(result["stations"], "workstation"))):
             table = Table(title=f"{family['name']} ({what}), {title}: mean |predicted mean - "
-                                f"simulated| / simulated, {family['launches']} launches",
+                                f"simulated| / simulated, "
+                                f"{counted(family['launches'], 'launch', 'launches')}",
                           title_justify="left")
             for column in ("work", "tasks", "ours", "var", "median", "naive", "naive/ours",
                            "past 24h", "true", "clairv.", "idle start", "ours p50/p90/p95",
@@ -303,28 +305,35 @@ def plot(result: dict[str, Any], path: str) -> str | None:
         from matplotlib.figure import Figure
     except ImportError:
         return None
-    figure = Figure(figsize=(11, 4.5))
+    figure = Figure(figsize=(11, 5), layout="constrained")
     FigureCanvasAgg(figure)
     for index, (section, title) in enumerate((("single", "one workstation"),
-                                              ("parallel", f"{result['stations']} "
-                                                           "workstations"))):
+                                              ("parallel", counted(result["stations"],
+                                                                   "workstation")))):
         axes = figure.add_subplot(1, 2, index + 1)
-        for colour, family in enumerate(result["families"]):
-            hours = [row["hours"] for row in family[section]]
-            for name, style in (("ours", "-o"), ("naive", "--"), ("true", "-."),
-                                ("clairvoyant", ":")):
-                if not any(row[name] for row in family[section]):
-                    continue  # "true" is known for Poisson stations only
-                axes.plot(hours, [row[name]["mean"] if row[name] else math.nan
-                                  for row in family[section]], style,
-                          color=f"C{colour}",
-                          label=f"{family['name']} {name}" if index == 0 else None)
+        lines = {(family["name"], colour, name): [row[name]["mean"] if row[name] else math.nan
+                                                  for row in family[section]]
+                 for colour, family in enumerate(result["families"])
+                 for name in ("ours", "naive", "true", "clairvoyant")
+                 if any(row[name] for row in family[section])}  # "true": Poisson only
+        # the clairvoyant's near-zero error would stretch the log axis over decades
+        limits = log_limits(v for key, values in lines.items() if key[2] != "clairvoyant"
+                            for v in values)
+        styles = {"ours": "-o", "naive": "--", "true": "-.", "clairvoyant": ":"}
+        for (family_name, colour, name), values in lines.items():
+            hours = [row["hours"] for row in result["families"][colour][section]]
+            axes.plot(hours, values, styles[name], color=f"C{colour}",
+                      label=f"{family_name} {name}")
+        note_off_axis(axes, "clairvoyant", (v for key, values in lines.items()
+                                            if key[2] == "clairvoyant" for v in values), limits)
         axes.set_xscale("log", base=2)
         axes.set_yscale("log")
+        axes.set_ylim(*limits)
         axes.set_title(title)
         axes.set_xlabel("work (hours of dedicated CPU)")
         axes.set_ylabel("mean |error|")
-    figure.legend(loc="lower center", ncol=3, fontsize="small")
-    figure.tight_layout(rect=(0, 0.18, 1, 1))
+    # the same lines in both panels: one legend below them, covering neither
+    figure.legend(*axes.get_legend_handles_labels(), loc="outside lower center", ncol=4,
+                  fontsize="small")
     figure.savefig(path, dpi=100)
     return path

@@ -209,7 +209,7 @@ def plot(result: dict[str, Any], path: str) -> str | None:
         from matplotlib.figure import Figure
     except ImportError:
         return None
-    figure = Figure(figsize=(10, 4))
+    figure = Figure(figsize=(10, 4.5), layout="constrained")
     FigureCanvasAgg(figure)
     for index, scenario in enumerate(result["scenarios"]):
         axes = figure.add_subplot(1, len(result["scenarios"]), index + 1)
@@ -221,7 +221,8 @@ def plot(result: dict[str, Any], path: str) -> str | None:
         axes.set_title(f"{scenario['faster']} faster")
         axes.set_xlabel("work (reference hours)")
         axes.set_ylabel("simulated completion (hours)")
-        axes.legend()
-    figure.tight_layout()
+    # the same partitions in every panel: one legend, below them, covering no line
+    figure.legend(*axes.get_legend_handles_labels(), loc="outside lower center",
+                  ncol=len(PARTITIONS))
     figure.savefig(path, dpi=100)
     return path

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from ghs.errors import GhsError
+from ghs.experiments.figures import legend_beside
 from ghs.experiments.launches import HOUR_SECONDS, SAMPLING, Sampling, Station, watch
 from ghs.experiments.partition import case_seed
 from ghs.traces import busy_fraction
@@ -166,7 +167,7 @@ def plot(result: dict[str, Any], path: str) -> str | None:
         from matplotlib.figure import Figure
     except ImportError:
         return None
-    figure = Figure(figsize=(10, 6))
+    figure = Figure(figsize=(11, 6), layout="constrained")
     FigureCanvasAgg(figure)
     hours = [h["hour"] for h in result["hours"]]
     top = figure.add_subplot(2, 1, 1)
@@ -181,10 +182,15 @@ def plot(result: dict[str, Any], path: str) -> str | None:
                     linewidth=0.6 if key == "rho_naive" else 1.2)
     bottom.set_ylabel("utilisation")
     bottom.set_xlabel("hour")
+    phase_hours = result["size"] * 24
     for axes in (top, bottom):
         for boundary in range(1, len(result["phases"])):
-            axes.axvline(boundary * result["size"] * 24, color="grey", linestyle=":")
-        axes.legend(fontsize="small")
-    figure.tight_layout()
+            axes.axvline(boundary * phase_hours, color="grey", linestyle=":")
+        legend_beside(axes, fontsize="small")
+    # name each phase above its stretch of the top panel, so the dotted lines read
+    for index, phase in enumerate(result["phases"]):
+        top.annotate(phase["name"], xy=((index + 0.5) * phase_hours, 1.0),
+                     xycoords=("data", "axes fraction"), xytext=(0, 3),
+                     textcoords="offset points", ha="center", va="bottom", fontsize="small")
     figure.savefig(path, dpi=100)
     return path

@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from ghs.errors import GhsError, TraceError
+from ghs.experiments.figures import legend_beside
 from ghs.experiments.partition import case_seed, last_measured_utilisation, naive_predictions
 from ghs.traces import JobLog, workstation_traces
 from scheduler import Host, partition, predict, schedule
@@ -291,7 +292,7 @@ def plot(result: dict[str, Any], path: str) -> str | None:
         from matplotlib.figure import Figure
     except ImportError:
         return None
-    figure = Figure(figsize=(9, 4))
+    figure = Figure(figsize=(9, 4.5), layout="constrained")
     FigureCanvasAgg(figure)
     axes = figure.add_subplot(1, 1, 1)
     names = [f"R{n}" for n in RANDOM_SIZES] + ["all", *METHODS]
@@ -307,7 +308,6 @@ def plot(result: dict[str, Any], path: str) -> str | None:
     axes.set_xticks([p + 0.4 - width / 2 for p in range(len(result["pools"]))],
                     [f"{pool['hosts']} hosts" for pool in result["pools"]])
     axes.set_ylabel("simulated completion (s)")
-    axes.legend(ncol=4, fontsize="small")
-    figure.tight_layout()
+    legend_beside(axes, fontsize="small")
     figure.savefig(path, dpi=100)
     return path

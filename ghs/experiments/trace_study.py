@@ -43,6 +43,7 @@ from ghs.experiments.error_vs_length import (
     length_rows,
     trace_stations,
 )
+from ghs.experiments.figures import counted, legend_beside, log_limits, note_off_axis
 from ghs.experiments.launches import (
     DAY_SECONDS,
     HOUR_SECONDS,
@@ -186,8 +187,10 @@ def show(console: Any, result: dict[str, Any]) -> None:
     from rich.table import Table
 
     info = result["info"]
-    table = Table(title=f"{info['source']}: one-workstation tasks on {len(result['stations'])} "
-                        f"workstations x {result['launches']} launches, mean |error| (median)",
+    table = Table(title=f"{info['source']}: one-workstation tasks on "
+                        f"{counted(len(result['stations']), 'workstation')} x "
+                        f"{counted(result['launches'], 'launch', 'launches')}, mean |error| "
+                        "(median)",
                   title_justify="left")
     for column in ("variant", "work", "tasks", "ours", "naive", "past 24h", "true",
                    "clairv.", "ours p50/p90/p95"):
@@ -233,7 +236,7 @@ def plot(result: dict[str, Any], path: str) -> str | None:
         from matplotlib.figure import Figure
     except ImportError:
         return None
-    figure = Figure(figsize=(7, 4.5))
+    figure = Figure(figsize=(9, 4.5), layout="constrained")
     FigureCanvasAgg(figure)
     axes = figure.add_subplot(1, 1, 1)
     for index, (name, rows) in enumerate(result["variants"].items()):
@@ -241,14 +244,19 @@ def plot(result: dict[str, Any], path: str) -> str | None:
         axes.plot(hours, [_mean(row, "ours") for row in rows], "-o", color=f"C{index}",
                   label=f"ours, {name}")
     original = result["variants"]["original"]
-    axes.plot([row["hours"] for row in original], [_mean(row, "clairvoyant") for row in original],
-              ":", color="black", label="clairvoyant, original")
+    clairvoyant = [_mean(row, "clairvoyant") for row in original]
+    # the axis follows our errors; the clairvoyant's near-zero ones would squash them
+    limits = log_limits(_mean(row, "ours") for rows in result["variants"].values()
+                        for row in rows)
+    axes.plot([row["hours"] for row in original], clairvoyant, ":", color="black",
+              label="clairvoyant, original")
+    note_off_axis(axes, "clairvoyant", clairvoyant, limits)
     axes.set_xscale("log", base=2)
     axes.set_yscale("log")
+    axes.set_ylim(*limits)
     axes.set_xlabel("task (hours of dedicated CPU)")
     axes.set_ylabel("mean |error|")
     axes.set_title(f"{result['info']['source']}: error sources")
-    axes.legend(fontsize="small")
-    figure.tight_layout()
+    legend_beside(axes, fontsize="small")
     figure.savefig(path, dpi=100)
     return path

@@ -41,8 +41,13 @@ class QueryService:
         return {"hosts": [state.to_dict() for state in self.states()],
                 "counters": dict(counters), "time": self.clock()}
 
-    def _usable(self, names: Sequence[str] | None) -> tuple[list[Host], list[Exclusion]]:
+    def _usable(self, names: Sequence[str] | None
+                ) -> tuple[list[Host], list[Exclusion], list[str]]:
+        """Usable hosts, the ones left out, and which usable ones have provisional estimates."""
         states = self.states()
+        provisional = [state.facts.host_id for state in states
+                       if state.host is not None and state.estimate is not None
+                       and state.estimate.provisional]
         if names:
             by_name = {state.facts.host_id: state for state in states}
             chosen = []
@@ -54,7 +59,7 @@ class QueryService:
                     raise UnknownHostError(f"host {name!r} is unusable: {state.reason}",
                                            field="hosts", value=name)
                 chosen.append(state.host)
-            return chosen, []
+            return chosen, [], provisional
         usable = [state.host for state in states if state.host is not None]
         excluded = [Exclusion(state.facts.host_id, state.reason or "unusable")
                     for state in states if state.host is None]
@@ -63,23 +68,24 @@ class QueryService:
             raise UnknownHostError("no usable hosts" + (f" ({detail})" if detail else
                                                         ": no agent has reported yet"),
                                    field="hosts", value=None)
-        return usable, excluded
+        return usable, excluded, provisional
 
     def predict(self, work_seconds: float, hosts: Sequence[str] | None = None,
                 distribution: str | None = None, partition: str | None = None
                 ) -> dict[str, Any]:
-        chosen, excluded = self._usable(hosts)
+        chosen, excluded, provisional = self._usable(hosts)
         result = predict(chosen, work_seconds, distribution or self.settings.distribution,
                          partition or self.settings.partition)
         body = result.to_dict()
         body["host_parameters"] = host_parameters(chosen)
         body["excluded"] = [{"name": e.name, "reason": e.reason} for e in excluded]
+        body["provisional"] = provisional
         return body
 
     def schedule(self, work_seconds: float, hosts: Sequence[str] | None = None,
                  distribution: str | None = None, partition: str | None = None,
                  method: str | None = None, units: int | None = None) -> dict[str, Any]:
-        chosen, excluded = self._usable(hosts)
+        chosen, excluded, provisional = self._usable(hosts)
         settings = self.settings
         plan = schedule(chosen, work_seconds, method or settings.method,
                         distribution or settings.distribution, partition or settings.partition,
@@ -87,4 +93,5 @@ class QueryService:
                         task_ratio=settings.task_ratio, excluded=excluded)
         body = plan.to_dict(units)
         body["host_parameters"] = host_parameters(plan.hosts)
+        body["provisional"] = provisional
         return body

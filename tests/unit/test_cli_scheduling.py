@@ -14,8 +14,9 @@ EXAMPLE = str(Path(__file__).resolve().parents[2] / "examples" / "hosts.json")
 
 
 def run(*args):
+    """(exit code, stdout) on success; (exit code, stdout and stderr) on failure."""
     result = CliRunner().invoke(main, list(args))
-    return result.exit_code, result.output
+    return result.exit_code, result.stdout if result.exit_code == 0 else result.output
 
 
 def write(tmp_path, text, name="hosts.json"):
@@ -81,8 +82,8 @@ def test_saturated_hosts_are_reported(tmp_path):
     ("args", "message"),
     [
         (["predict", "--hosts-file", "missing.json", "--work", "1h"], "does not exist"),
-        (["predict", "--hosts-file", EXAMPLE, "--work", "0"], "work must be positive"),
-        (["predict", "--hosts-file", EXAMPLE, "--work", "-5h"], "work must be positive"),
+        (["predict", "--hosts-file", EXAMPLE, "--work", "0"], "outside the allowed range (0 s"),
+        (["predict", "--hosts-file", EXAMPLE, "--work", "-5h"], "outside the allowed range"),
         (["predict", "--hosts-file", EXAMPLE, "--work", "soon"], "cannot parse"),
         (["predict", "--hosts-file", EXAMPLE, "--work", "1h", "--host", "nope"],
          "unknown host 'nope'"),

@@ -1,0 +1,84 @@
+"""What a prediction or schedule rests on, carried beside it to the tables and the JSON.
+
+A number a person acts on must say which hosts were left out (and why), which hosts' estimates
+are provisional (less than 24 hours of history) and what the model assumed. The assumptions are
+filled in one place, :func:`model_assumptions`, from what the prediction did; parts that change
+the model (a steady-state start, a load forecast, calibration) change them there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from scheduler import Plan, Prediction
+from scheduler.selection import Exclusion
+
+# the scheduler's completion-time law starts every host with no local job queued at launch
+MODEL_START_STATE = "idle"
+MODEL_CALIBRATION = "none"
+LOAD_MODELS = {
+    "manager": "flat: each host's 24-hour average (Adapt_avg) held for the whole task",
+    "host file": "flat: the host file's parameters held for the whole task",
+}
+
+
+@dataclass(frozen=True)
+class Assumptions:
+    """The model's premises: queue state at launch, load over the task, calibration, fit."""
+
+    start_state: str
+    load_model: str
+    calibration: str
+    distribution: str
+
+    def to_dict(self) -> dict[str, str]:
+        return asdict(self)
+
+    def line(self) -> str:
+        return (f"start {self.start_state}; load {self.load_model}; calibration "
+                f"{self.calibration}; fit {self.distribution}")
+
+
+def model_assumptions(prediction: Prediction, source: str) -> Assumptions:
+    """What ``prediction`` assumed; ``source`` is where its hosts came from (LOAD_MODELS)."""
+    return Assumptions(start_state=MODEL_START_STATE, load_model=LOAD_MODELS[source],
+                       calibration=MODEL_CALIBRATION, distribution=prediction.distribution)
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A Prediction or a Plan with the hosts left out, the provisional ones and the premises."""
+
+    result: Prediction | Plan
+    excluded: tuple[Exclusion, ...]
+    provisional: frozenset[str]
+    assumptions: Assumptions
+
+    @property
+    def prediction(self) -> Prediction:
+        return self.result.prediction if isinstance(self.result, Plan) else self.result
+
+    def to_dict(self, units: int | None = None) -> dict[str, Any]:
+        """The result's JSON with ``provisional`` per host, ``excluded`` and ``assumptions``."""
+        if isinstance(self.result, Plan):
+            payload = self.result.to_dict(units)
+        else:
+            payload = self.result.to_dict()
+        for row in payload["hosts"]:
+            row["provisional"] = row["name"] in self.provisional
+        payload["excluded"] = [{"name": e.name, "reason": e.reason} for e in self.excluded]
+        payload["assumptions"] = self.assumptions.to_dict()
+        return payload
+
+
+def answer(result: Prediction | Plan, source: str, *, excluded: Iterable[Exclusion] = (),
+           provisional: Iterable[str] = ()) -> Answer:
+    """``result`` with what it rests on; a Plan's own exclusions come first."""
+    prediction = result.prediction if isinstance(result, Plan) else result
+    own = tuple(result.excluded) if isinstance(result, Plan) else ()
+    seen = {e.name for e in own}
+    extra = tuple(e for e in excluded if e.name not in seen)
+    return Answer(result, own + extra, frozenset(provisional),
+                  model_assumptions(prediction, source))

@@ -1,0 +1,364 @@
+"""What a newcomer trips on (issue 10 items 1-3): honest output, a responsive CLI, plots."""
+
+import json
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import zmq
+from click.testing import CliRunner
+from test_manager_parts import facts, rows
+
+from ghs.cli import main
+from ghs.cli.common import config_first
+from ghs.client import Client
+from ghs.config import SchedulerConfig
+from ghs.hostfile import load_hosts
+from ghs.manager.estimates import EstimateCache
+from ghs.manager.queries import QueryService
+from ghs.manager.service import Manager
+from ghs.manager.store import ManagerStore
+from scheduler import predict
+from scheduler.simulation import simulate
+from scheduler.workload import demand_for_host
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = str(ROOT / "examples" / "hosts.json")
+HOUR = 3600.0
+
+
+def invoke(*args, env=None):
+    return CliRunner().invoke(main, list(args), env=env)
+
+
+def write_hosts(tmp_path, hosts, name="hosts.json"):
+    path = tmp_path / name
+    path.write_text(json.dumps({"hosts": hosts}))
+    return str(path)
+
+
+def host(name, rho=0.2, lam=0.002, mu=0.01, sigma=150.0, tau=1.0, cores=1):
+    return {"name": name, "lam": lam, "mu": mu, "sigma": sigma, "rho": rho, "tau": tau,
+            "cores": cores}
+
+
+def one_line_error(result, *fragments):
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1, result.output
+    assert lines[0].startswith("ghs: error:"), lines[0]
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+    return lines[0]
+
+
+# --- item 1: honest output ---------------------------------------------------------------
+
+def test_predict_and_simulate_list_each_saturated_host_with_its_reason(tmp_path):
+    path = write_hosts(tmp_path, [host("a"), host("b", rho=0.3, lam=0.003),
+                                  host("full", rho=1.2, lam=0.012)])
+    predicted = json.loads(invoke("predict", "--hosts-file", path, "--work", "1h",
+                                  "--json").stdout)
+    assert [h["name"] for h in predicted["hosts"]] == ["a", "b"]
+    assert predicted["excluded"] == [{"name": "full",
+                                      "reason": "rho 1.2 >= 1: saturated by local jobs"}]
+    table = invoke("predict", "--hosts-file", path, "--work", "1h").stdout
+    assert "excluded full: rho 1.2 >= 1" in table
+    simulated = json.loads(invoke("simulate", "--hosts-file", path, "--work", "1h", "--runs",
+                                  "200", "--seed", "1", "--json").stdout)
+    assert [e["name"] for e in simulated["excluded"]] == ["full"]
+    table = invoke("simulate", "--hosts-file", path, "--work", "1h", "--runs", "200").stdout
+    assert "excluded full: rho 1.2 >= 1" in table
+
+
+def test_predict_and_schedule_say_what_the_model_assumes():
+    for command in ("predict", "schedule"):
+        payload = json.loads(invoke(command, "--hosts-file", EXAMPLE, "--work", "8h",
+                                    "--dist", "gamma", "--json").stdout)
+        assert payload["assumptions"] == {
+            "start_state": "idle", "calibration": "none", "distribution": "gamma",
+            "load_model": "flat: the host file's parameters held for the whole task"}
+        assert all(row["provisional"] is False for row in payload["hosts"])
+        table = invoke(command, "--hosts-file", EXAMPLE, "--work", "8h").stdout
+        assert "assumes: start idle; load flat" in table and "calibration none" in table
+
+
+def test_simulate_defaults_follow_each_hosts_demand_spread(tmp_path):
+    # CoV of demands 3 (sigma 300 s, mean 100 s): far from the exponential's 1
+    path = write_hosts(tmp_path, [host("spread", rho=0.4, lam=0.004, mu=0.01, sigma=300.0)])
+    common = ["simulate", "--hosts-file", path, "--work", "20m", "--runs", "3000", "--seed",
+              "5", "--json"]
+    default = json.loads(invoke(*common).stdout)
+    explicit = json.loads(invoke(*common, "--service", "lognormal", "--cov", "3").stdout)
+    exponential = json.loads(invoke(*common, "--service", "exponential").stdout)
+    assert default["service"] == "lognormal" and default["demand_cov"] is None
+    assert default["start_state"] == "warm" and default["warm"] is True
+    assert "sigma" in default["demands"]
+    assert default["mean"] == explicit["mean"] and default["std"] == explicit["std"]
+    assert default["std"] != pytest.approx(exponential["std"], rel=0.05)
+    assert default["predicted"]["assumptions"]["start_state"] == "idle"
+    table = invoke(*common[:-1]).stdout
+    assert "simulated (warm start)" in table and "idle start" in table
+    assert "local demands lognormal (each host's mean 1/mu and sigma)" in table
+
+
+def test_piped_tables_keep_full_values(tmp_path):
+    long_name = "laboratory-workstation-with-a-really-long-fully-qualified-name.example.org"
+    path = write_hosts(tmp_path, [host(long_name), host("b")])
+    result = invoke("predict", "--hosts-file", path, "--work", "123456")
+    assert long_name in result.stdout and "…" not in result.stdout
+    assert "123,456 ref-CPU-s" in result.stdout
+
+
+def test_one_unit_per_duration_column():
+    table = invoke("predict", "--hosts-file", EXAMPLE, "--work", "8h").stdout
+    header = next(line for line in table.splitlines() if "dedicated" in line)
+    assert "dedicated (min)" in header and "mean (min)" in header and "std (min)" in header
+    rows = [line for line in table.splitlines() if "lab-ws" in line]
+    assert rows and not any(unit in row for row in rows for unit in ("m ", "h ", "s "))
+    simulated = invoke("simulate", "--hosts-file", EXAMPLE, "--work", "8h", "--runs", "300",
+                       "--seed", "2").stdout
+    assert "mean (h)" in simulated and "p99 (h)" in simulated
+
+
+def test_summary_keeps_large_host_sets_short(tmp_path):
+    rng = np.random.default_rng(4)
+    hosts = []
+    for index in range(400):
+        rho = float(rng.uniform(0.05, 0.6))
+        mu = float(rng.uniform(0.005, 0.05))
+        hosts.append(host(f"ws{index:04d}", rho=rho, lam=rho * mu, mu=mu, sigma=1 / mu))
+    hosts += [host(f"busy{index}", rho=1.1, lam=0.011) for index in range(9)]
+    path = write_hosts(tmp_path, hosts)
+    full = invoke("predict", "--hosts-file", path, "--work", "100h").stdout
+    short = invoke("predict", "--hosts-file", path, "--work", "100h", "--summary").stdout
+    assert full.count("\n") > 400
+    assert short.count("\n") < 30
+    assert "ws0000" not in short and "and 4 more excluded (9 in all" in short
+    payload = json.loads(invoke("predict", "--hosts-file", path, "--work", "100h",
+                                "--summary", "--json").stdout)
+    assert len(payload["hosts"]) == 400 and len(payload["excluded"]) == 9
+    plan = invoke("schedule", "--hosts-file", path, "--work", "100h", "--summary").stdout
+    assert plan.count("\n") < 30 and "sets evaluated" in plan and "ws0000 " not in plan
+
+
+# --- provisional estimates, through a real manager and ghs.Client --------------------------
+
+@pytest.fixture
+def manager_endpoint(tmp_path):
+    """A real manager over loopback: 'steady' has over 24 h of history, 'young' 18 h, 'full'
+    is saturated."""
+    store = ManagerStore(tmp_path / "m.sqlite")
+    now = time.time()
+    for name, rho in (("steady", 0.2), ("young", 0.2), ("full", 1.0)):
+        store.upsert_host(facts(name, seen=now))
+        store.add_measurements(rows(name, 4 if name == "young" else 48, rho=rho))
+    # a second day's start takes 'steady' and 'full' past 24 h; 'young' stays at 18 h
+    for name, rho in (("steady", 0.2), ("full", 1.0)):
+        store.add_measurements(rows(name, 2, rho=rho, first_seq=48, start=1.0e9 + 24 * HOUR))
+    context = zmq.Context()
+    queries = QueryService(EstimateCache(store), SchedulerConfig(),
+                           stale_after_seconds=600.0, clock=time.time)
+    manager = Manager(context=context, store=store, queries=queries,
+                      agent_endpoint="tcp://127.0.0.1:*")
+    stop = threading.Event()
+    thread = threading.Thread(target=manager.run, args=(stop,), daemon=True)
+    thread.start()
+    yield manager.endpoints[0]
+    stop.set()
+    thread.join(10)
+    manager.close()
+    context.term()
+
+
+def test_provisional_hosts_are_marked_through_the_client_and_the_cli(manager_endpoint):
+    with Client(manager_endpoint, timeout_seconds=10) as client:
+        answer = client.predict_answer(4 * HOUR)
+        plan = client.schedule_answer(4 * HOUR, method="optimal")
+    assert answer.provisional == {"young"} and plan.provisional == {"young"}
+    assert [e.name for e in answer.excluded] == ["full"]
+    assert answer.assumptions.load_model.startswith("flat: each host's 24-hour average")
+    payload = json.loads(invoke("predict", "--manager", manager_endpoint, "--work", "4h",
+                                "--json").stdout)
+    flags = {row["name"]: row["provisional"] for row in payload["hosts"]}
+    assert flags == {"steady": False, "young": True}
+    assert [e["name"] for e in payload["excluded"]] == ["full"]
+    table = invoke("schedule", "--manager", manager_endpoint, "--work", "4h").stdout
+    young = next(line for line in table.splitlines() if "young" in line)
+    assert "provisional (< 24 h history)" in young
+    assert "excluded full:" in table
+    simulated = json.loads(invoke("simulate", "--manager", manager_endpoint, "--work", "1h",
+                                  "--runs", "100", "--json").stdout)
+    assert [e["name"] for e in simulated["excluded"]] == ["full"]
+    status = invoke("status", "--manager", manager_endpoint).stdout
+    assert "history (h)" in status and " h " not in status and "…" not in status
+
+
+# --- item 2: a responsive CLI --------------------------------------------------------------
+
+def _free_port():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.mark.parametrize("command", [["status"], ["predict", "--work", "1h"],
+                                     ["schedule", "--work", "1h"],
+                                     ["simulate", "--work", "1h"]])
+def test_a_dead_manager_gets_one_line_within_the_timeout(command):
+    endpoint = f"tcp://127.0.0.1:{_free_port()}"
+    started = time.monotonic()
+    result = invoke(*command, "--manager", endpoint, "--timeout", "0.4")
+    one_line_error(result, endpoint, "did not answer within 0.4 s")
+    assert time.monotonic() - started < 5
+
+
+def test_client_timeout_comes_from_the_environment_too():
+    endpoint = f"tcp://127.0.0.1:{_free_port()}"
+    result = invoke("status", "--manager", endpoint,
+                    env={"GHS_CLIENT_TIMEOUT_SECONDS": "0.3"})
+    one_line_error(result, "within 0.3 s")
+
+
+def test_an_endpoint_without_a_scheme_gets_a_hint():
+    for command in (["status"], ["predict", "--work", "1h"]):
+        one_line_error(invoke(*command, "--manager", "localhost:5555"),
+                       "did you mean tcp://localhost:5555?")
+
+
+@pytest.mark.parametrize(("args", "fragment"), [
+    (["bench", "--part", "sensors", "--sensor-duration", "0"], "--sensor-duration"),
+    (["demo", "--work", "0"], "--work"),
+    (["agent", "--manager", "tcp://127.0.0.1:1", "--interval", "0"],
+     "outside the allowed range [1 s, 3600 s]"),
+    (["measure", "--interval", "0.5"], "[1 s, 3600 s]"),
+    (["status", "--manager", "tcp://127.0.0.1:1", "--timeout", "0"], "--timeout"),
+])
+def test_bad_durations_are_refused_at_once_with_the_range(args, fragment):
+    started = time.monotonic()
+    one_line_error(invoke(*args), fragment)
+    assert time.monotonic() - started < 5
+
+
+def test_bare_ghs_prints_its_help_not_an_error():
+    result = invoke()
+    assert result.exit_code in (0, 2)
+    assert result.output.startswith("Usage:") and "ghs: error" not in result.output
+    assert "predict" in result.output and "Commands:" in result.output
+
+
+def test_config_works_after_the_subcommand(tmp_path):
+    config = tmp_path / "ghs.toml"
+    config.write_text("[scheduler]\ndistribution = 'weibull'\n")
+    for args in (["--config", str(config), "predict"], ["predict", "--config", str(config)],
+                 ["predict", f"--config={config}"]):
+        payload = json.loads(invoke(*args, "--hosts-file", EXAMPLE, "--work", "1h",
+                                    "--json").stdout)
+        assert payload["distribution"] == "weibull"
+    assert config_first(["status", "--", "--config", "x"]) == ["status", "--", "--config", "x"]
+
+
+def test_messages_name_flags_not_python_arguments(tmp_path):
+    assert invoke("keys", str(tmp_path)).exit_code == 0
+    line = one_line_error(invoke("keys", str(tmp_path)), "--force")
+    assert "overwrite=True" not in line
+    config = tmp_path / "none.toml"
+    config.write_text("")
+    completed = subprocess.run(
+        [sys.executable, "-m", "ghs", "manager", "--endpoint", "tcp://0.0.0.0:*",
+         "--database", str(tmp_path / "m.sqlite")], capture_output=True, text=True,
+        timeout=60, cwd=ROOT, env={"GHS_CONFIG": str(config),
+                                   "HOME": str(tmp_path), "PATH": ""})
+    assert completed.returncode == 2, completed.stderr
+    assert "--insecure" in completed.stderr and "insecure=True" not in completed.stderr
+    assert completed.stderr.strip().count("\n") == 0
+
+
+def test_host_file_strings_are_refused_and_defaults_and_oddities_are_stated(tmp_path):
+    quoted = write_hosts(tmp_path, [{**host("a"), "lam": "0.002"}], "quoted.json")
+    one_line_error(invoke("predict", "--hosts-file", quoted, "--work", "1h"),
+                   "lam must be a JSON number, got the string '0.002'")
+    bare = {key: value for key, value in host("a").items() if key not in ("tau", "cores")}
+    odd = host("odd", rho=0.6, lam=0.001, mu=0.01)  # lam / mu = 0.1, far below 0.6
+    path = write_hosts(tmp_path, [bare, odd], "mixed.json")
+    lab = load_hosts(path)
+    assert lab.hosts[0].tau == 1.0 and lab.hosts[0].cores == 1
+    warnings = " | ".join(lab.warnings)
+    assert "no tau given for a: assuming tau 1" in warnings
+    assert "no cores given for a: assuming cores 1" in warnings
+    assert "'odd': rho 0.6 is far above lam / (cores mu) = 0.1" in warnings
+    result = invoke("predict", "--hosts-file", path, "--work", "1h", "--json")
+    assert result.exit_code == 0 and json.loads(result.stdout)["work"] == HOUR
+    assert "ghs: warning:" in result.stderr and "assuming tau 1" in result.stderr
+    assert not load_hosts(EXAMPLE).warnings
+
+
+def test_measure_shows_tau():
+    result = invoke("measure", "--interval", "1", "--accounting", "off", "--json",
+                    env={"GHS_SENSOR_TAU": "1.75"})
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.stdout)
+    assert payload["tau"] == 1.75 and payload["tau_source"] == "override"
+    table = invoke("measure", "--interval", "1", "--accounting", "off",
+                   env={"GHS_SENSOR_TAU": "1.75"}).stdout
+    assert "tau: speed vs the reference machine" in table and "1.75" in table
+
+
+# --- item 3: --by and --plot ---------------------------------------------------------------
+
+def test_by_answers_the_chance_of_finishing_as_the_simulator_sees_it():
+    lab = load_hosts(EXAMPLE)
+    payload = json.loads(invoke("predict", "--hosts-file", EXAMPLE, "--work", "8h", "--by",
+                                "1h", "--json").stdout)
+    assert payload["by"]["seconds"] == HOUR
+    shares = np.array([row["share"] for row in payload["hosts"]])
+    laws = [demand_for_host(h, "lognormal") for h in lab.hosts]
+    runs = simulate(lab.hosts, shares, runs=4000, rng=np.random.default_rng(11),
+                    service=laws, warm=False)
+    simulated = float(np.mean(runs.completion_seconds <= HOUR))
+    assert payload["by"]["probability"] == pytest.approx(simulated, abs=0.04)
+    table = invoke("predict", "--hosts-file", EXAMPLE, "--work", "8h", "--by", "1h").stdout
+    assert "P(done by 60.0m)" in table and f"{payload['by']['probability']:.3f}" in table
+
+
+def test_host_laws_multiply_to_the_task_law():
+    lab = load_hosts(EXAMPLE)
+    prediction = predict(lab.hosts, 8 * HOUR)
+    times = np.linspace(0, prediction.quantiles["p99"], 50)
+    per_host = prediction.host_cdf(times)
+    assert per_host.shape == (len(lab.hosts), 50)
+    assert np.all(np.diff(per_host, axis=1) >= -1e-12)
+    assert np.allclose(np.prod(per_host, axis=0), prediction.cdf(times), atol=1e-9)
+
+
+def test_plot_writes_a_png_of_the_completion_law(tmp_path):
+    pytest.importorskip("matplotlib")
+    target = tmp_path / "cdf.png"
+    result = invoke("predict", "--hosts-file", EXAMPLE, "--work", "8h", "--plot", str(target),
+                    "--by", "2h", "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["plot"] == str(target)
+    data = target.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 20_000
+
+
+def test_plot_without_matplotlib_is_one_line(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # as if the extra were absent
+    result = invoke("predict", "--hosts-file", EXAMPLE, "--work", "8h", "--plot",
+                    str(tmp_path / "x.png"))
+    one_line_error(result, "pip install 'ghs[plot]'")
+    assert not (tmp_path / "x.png").exists()
+
+
+def test_figure_labels_count_and_axes_follow_the_compared_lines():
+    from ghs.experiments.figures import counted, log_limits
+
+    assert counted(1, "workstation") == "1 workstation"
+    assert counted(32, "workstation") == "32 workstations"
+    low, high = log_limits([0.02, 0.3, None, float("nan"), 0.0])
+    assert 0.01 < low < 0.02 and 0.3 < high < 0.5
