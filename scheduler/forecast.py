@@ -334,21 +334,25 @@ class ForecastBank:
 
     def _score(self, idx: np.ndarray, pushed: np.ndarray) -> None:
         h = self.settings.history_bins
+        lengths = np.asarray(WINDOW_CLASSES_BINS)
         decay = 0.5 ** (1.0 / self.settings.error_half_life_points)
-        ring = self.ring[idx]
-        rows = np.arange(idx.size)[:, None]
-        for c, length in enumerate(WINDOW_CLASSES_BINS):
-            made_at = pushed - length + 1
-            window = made_at[:, None] + np.arange(length)[None, :]
-            realised = _nanmean(ring[rows, window % h], valid=np.ones(window.shape, bool))
-            forecast = self.pending[idx, c, :, made_at % _PENDING_SLOTS].astype(float)
-            error = np.abs(forecast - realised[:, None])
-            ok = np.isfinite(error)
-            self.error_sum[idx, c] = np.where(ok, decay * self.error_sum[idx, c] + np.nan_to_num(
-                error), self.error_sum[idx, c])
-            self.error_weight[idx, c] = np.where(ok, decay * self.error_weight[idx, c] + 1.0,
-                                                 self.error_weight[idx, c])
-            self.scored[idx, c] += ok.any(axis=1)
+        # Realised mean of the last L bins for every class at once, newest bin first.
+        back = pushed[:, None] - np.arange(lengths[-1])[None, :]
+        recent = self.ring[idx[:, None], back % h]
+        seen = np.isfinite(recent)
+        total = np.cumsum(np.where(seen, recent, 0.0), axis=1)[:, lengths - 1]
+        count = np.cumsum(seen, axis=1)[:, lengths - 1]
+        realised = np.divide(total, count, out=np.full(total.shape, np.nan), where=count > 0)
+        made_at = pushed[:, None] - lengths[None, :] + 1
+        forecast = self.pending[idx[:, None], np.arange(lengths.size)[None, :], :,
+                                made_at % _PENDING_SLOTS].astype(float)
+        error = np.abs(forecast - realised[:, :, None])
+        ok = np.isfinite(error)
+        self.error_sum[idx] = np.where(ok, decay * self.error_sum[idx] + np.where(ok, error, 0),
+                                       self.error_sum[idx])
+        self.error_weight[idx] = np.where(ok, decay * self.error_weight[idx] + 1.0,
+                                          self.error_weight[idx])
+        self.scored[idx] += ok.any(axis=2)
 
     def _store_forecasts(self, idx: np.ndarray, boundary: np.ndarray) -> None:
         lengths = np.asarray(WINDOW_CLASSES_BINS)

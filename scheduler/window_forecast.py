@@ -66,7 +66,9 @@ def replay(series: list[tuple[int, np.ndarray]], settings: ForecastSettings | No
     bank = ForecastBank(len(series), settings)
     starts = np.array([first for first, _ in series], dtype=np.int64)
     ends = starts + np.array([means.size for _, means in series], dtype=np.int64)
-    for b in range(int(starts.min(initial=0)), int(ends.max(initial=0))):
+    if not series:
+        return bank
+    for b in range(int(starts.min()), int(ends.max())):
         rows = np.nonzero((starts <= b) & (b < ends))[0]
         if rows.size:
             bank.push(rows, b, [series[r][1][b - starts[r]] for r in rows])
