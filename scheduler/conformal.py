@@ -32,7 +32,7 @@ import numpy as np
 from scheduler.errors import InvalidArgumentError
 
 LEVELS = (0.5, 0.9, 0.95)
-_STATE_FIELDS = ("theta", "launches", "covered", "pool_theta", "pool_batches")
+_STATE_FIELDS = ("theta", "scored", "covered", "pool_theta", "pool_batches")
 
 
 @dataclass(frozen=True)
@@ -67,14 +67,14 @@ class Calibrator:
         self.settings = settings or ConformalSettings()
         levels = len(self.settings.levels)
         self.theta = np.zeros((int(hosts), levels))
-        self.launches = np.zeros(int(hosts), dtype=np.int64)
+        self.scored = np.zeros((int(hosts), levels), dtype=np.int64)
         self.covered = np.zeros((int(hosts), levels), dtype=np.int64)
         self.pool_theta = np.zeros(levels)
         self.pool_batches = np.zeros(1, dtype=np.int64)
 
     @property
     def hosts(self) -> int:
-        return int(self.launches.size)
+        return int(self.scored.shape[0])
 
     @property
     def levels(self) -> np.ndarray:
@@ -91,13 +91,18 @@ class Calibrator:
         q = self._quantiles(quantiles, idx.size)
         return np.maximum.accumulate(q * np.exp(self._effective(idx)), axis=1)
 
+    def pool_adjust(self, quantiles: Any) -> np.ndarray:
+        """The pool's calibrated quantiles (no host's own record), non-decreasing."""
+        q = np.asarray(quantiles, dtype=float)
+        q = self._quantiles(q, q.shape[0] if q.ndim == 2 else 1)
+        return np.maximum.accumulate(q * np.exp(self.pool_theta), axis=1)
+
     def update(self, host_indices: Any, realised: Any, quantiles: Any) -> np.ndarray:
-        """Score launches (one per entry; a host may repeat) and move the corrections.
+        """Score finished launches (one per entry; a host may repeat) and move the corrections.
 
         ``realised``: each launch's realised time (seconds); ``quantiles``: the model's
-        quantiles for it, shape (launches, levels). Returns the misses (realised above the
-        reported quantile) as a (launches, levels) boolean array. Entries of one call are
-        scored against the state before the call.
+        quantiles for it, shape (launches, levels), reported against the state before the
+        call. Returns the misses (realised above the reported quantile), (launches, levels).
         """
         idx = self._rows(host_indices)
         q = self._quantiles(quantiles, idx.size)
@@ -105,27 +110,54 @@ class Calibrator:
         if not (np.isfinite(actual).all() and (actual > 0).all()):
             raise InvalidArgumentError("realised times must be positive and finite",
                                        field="realised", value=None)
-        if idx.size == 0:
-            return np.zeros((0, self.levels.size), dtype=bool)
-        step, target = self.settings.step, 1.0 - self.levels
-        newcomers = np.unique(idx[self.launches[idx] == 0])
-        self.theta[newcomers] = self.pool_theta
         missed = actual[:, None] > self.adjust(idx, q)
-        np.add.at(self.theta, idx, step * (missed - target))
-        np.add.at(self.launches, idx, 1)
-        np.add.at(self.covered, idx, ~missed)
-        pool_missed = actual[:, None] > q * np.exp(self.pool_theta)
-        self.pool_theta += step * (pool_missed.mean(axis=0) - target)
-        self.pool_batches += 1
+        pool_missed = actual[:, None] > self.pool_adjust(q)
+        self.record(idx, missed, pool_missed)
         return missed
+
+    def record(self, host_indices: Any, missed: Any, pool_missed: Any,
+               decided: Any = None, pool_decided: Any = None) -> None:
+        """Move the corrections by known outcomes, (launches, levels) booleans each.
+
+        ``missed``: the launch overran the quantile reported for it (:meth:`adjust` at launch);
+        ``pool_missed``: it overran the pool's (:meth:`pool_adjust` at launch); ``decided``:
+        which entries are known (default all), ``pool_decided`` the same for the pool's
+        (default ``decided``). A miss is known as soon as the task has run
+        longer than the reported quantile, before it finishes: recording it then, rather
+        than at completion, keeps the feedback from lagging behind a burst of load.
+        """
+        idx = self._rows(host_indices)
+        shape = (idx.size, self.levels.size)
+        try:
+            miss = np.broadcast_to(np.asarray(missed, dtype=bool), shape)
+            pool_miss = np.broadcast_to(np.asarray(pool_missed, dtype=bool), shape)
+            known = np.ones(shape, bool) if decided is None else np.broadcast_to(
+                np.asarray(decided, dtype=bool), shape)
+            pool_known = known if pool_decided is None else np.broadcast_to(
+                np.asarray(pool_decided, dtype=bool), shape)
+        except ValueError:
+            raise InvalidArgumentError(f"outcomes must have shape {shape}", field="missed",
+                                       value=None) from None
+        step, target = self.settings.step, 1.0 - self.levels
+        newcomer = (self.scored[idx] == 0) & known
+        rows, cols = np.nonzero(newcomer)
+        self.theta[idx[rows], cols] = self.pool_theta[cols]
+        np.add.at(self.theta, idx, np.where(known, step * (miss - target), 0.0))
+        np.add.at(self.scored, idx, known.astype(np.int64))
+        np.add.at(self.covered, idx, (known & ~miss).astype(np.int64))
+        counts = pool_known.sum(axis=0)
+        if counts.any():
+            rate = np.divide((pool_known & pool_miss).sum(axis=0), counts, out=target.copy(),
+                             where=counts > 0)
+            self.pool_theta += step * (rate - target)
+            self.pool_batches += 1
 
     def coverage(self, host_indices: Any) -> np.ndarray:
         """(hosts, levels) fraction of scored launches within the reported quantile (NaN:
         none scored)."""
         idx = self._rows(host_indices)
-        n = self.launches[idx][:, None].astype(float)
-        return np.divide(self.covered[idx], n, out=np.full(self.covered[idx].shape, np.nan),
-                         where=n > 0)
+        n = self.scored[idx].astype(float)
+        return np.divide(self.covered[idx], n, out=np.full(n.shape, np.nan), where=n > 0)
 
     def to_state(self) -> dict[str, Any]:
         """Arrays by name plus the settings, for :meth:`from_state`."""
@@ -139,7 +171,7 @@ class Calibrator:
         try:
             raw = dict(state["settings"])
             raw["levels"] = tuple(raw["levels"])
-            calibrator = cls(len(state["launches"]), ConformalSettings(**raw))
+            calibrator = cls(len(state["scored"]), ConformalSettings(**raw))
             for name in _STATE_FIELDS:
                 value = np.asarray(state[name], dtype=getattr(calibrator, name).dtype)
                 if value.shape != getattr(calibrator, name).shape:
@@ -155,14 +187,15 @@ class Calibrator:
         extra = hosts - self.hosts
         if extra > 0:
             self.theta = np.vstack([self.theta, np.zeros((extra, self.levels.size))])
-            self.launches = np.concatenate([self.launches, np.zeros(extra, np.int64)])
+            self.scored = np.vstack([self.scored, np.zeros((extra, self.levels.size),
+                                                           np.int64)])
             self.covered = np.vstack([self.covered, np.zeros((extra, self.levels.size),
                                                              np.int64)])
 
     # -- private ------------------------------------------------------------------------------
 
     def _effective(self, idx: np.ndarray) -> np.ndarray:
-        n = self.launches[idx][:, None].astype(float)
+        n = self.scored[idx].astype(float)
         k = self.settings.prior_launches
         own = np.where(n > 0, self.theta[idx], self.pool_theta)
         if k == 0:

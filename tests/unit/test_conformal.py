@@ -64,7 +64,7 @@ def test_many_hosts_in_one_vectorised_batch_match_one_by_one_updates():
     # pool moves by batch means, so it differs only in how fast it follows.
     assert np.abs(batch.coverage(np.arange(hosts)) - single.coverage(np.arange(hosts))).max() \
         < 0.06
-    assert np.all(batch.launches == rounds)
+    assert np.all(batch.scored == rounds)
 
 
 def test_pooled_prior_helps_a_host_with_five_launches():
@@ -98,7 +98,7 @@ def test_adjusted_quantiles_stay_monotone_and_the_level_map_is_a_cdf():
     calibrator = Calibrator(2)
     # A model whose p50 is far too low and p95 far too high: corrections pull opposite ways.
     calibrator.theta[:] = [[1.0, 0.0, -0.5], [0.0, 0.0, 0.0]]
-    calibrator.launches[:] = 1000
+    calibrator.scored[:] = 1000
     q = np.array([[100.0, 120.0, 130.0], [100.0, 150.0, 170.0]])
     adjusted = calibrator.adjust([0, 1], q)
     assert np.all(np.diff(adjusted, axis=1) >= 0)
@@ -133,7 +133,7 @@ def test_state_round_trip_and_growth():
     (lambda: Calibrator(2).update([0], [-1.0], [[1.0, 2.0, 3.0]]), "realised"),
     (lambda: Calibrator(2).update([0], [1.0], [[1.0, 2.0]]), "quantiles"),
     (lambda: Calibrator(2).adjust([2], [[1.0, 2.0, 3.0]]), "host_indices"),
-    (lambda: Calibrator.from_state({"launches": [0]}), "state"),
+    (lambda: Calibrator.from_state({"scored": [[0, 0, 0]]}), "state"),
     (lambda: level_map([[0.5]], [[0.9, 0.5, 0.95]]), "model_levels"),
 ])
 def test_bad_input_names_the_field(call, field):
