@@ -140,3 +140,17 @@ def test_bad_input_names_the_field(call, field):
     with pytest.raises(InvalidArgumentError) as info:
         call()
     assert info.value.field == field
+
+
+def test_record_moves_only_the_levels_already_known():
+    calibrator = Calibrator(2)
+    before = calibrator.theta.copy()
+    # Launch on host 0 overran its p50 and p90 while still running: those two are known.
+    calibrator.record([0], [[True, True, False]], [[True, True, False]],
+                      decided=[[True, True, False]])
+    assert calibrator.scored.tolist() == [[1, 1, 0], [0, 0, 0]]
+    step = calibrator.settings.step
+    np.testing.assert_allclose(calibrator.theta[0, :2] - before[0, :2], [step * 0.5,
+                                                                          step * 0.9])
+    assert calibrator.theta[0, 2] == before[0, 2] and (calibrator.theta[1] == 0).all()
+
