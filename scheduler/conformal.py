@@ -41,7 +41,7 @@ class ConformalSettings:
     launch); prior_launches: how many launches the pool's correction is worth."""
 
     levels: tuple[float, ...] = field(default=LEVELS)
-    step: float = 0.05
+    step: float = 0.1
     prior_launches: float = 10.0
 
     def __post_init__(self) -> None:
