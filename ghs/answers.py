@@ -15,9 +15,10 @@ from typing import Any
 from scheduler import Plan, Prediction
 from scheduler.selection import Exclusion
 
-# the scheduler's completion-time law starts every host with no local job queued at launch
-MODEL_START_STATE = "idle"
 MODEL_CALIBRATION = "none"
+_START_WORDS = {"snapshot": "the jobs running at launch (latest snapshot)",
+                "steady-state": "a steady-state backlog (Pollaczek-Khinchine)",
+                "idle": "idle (no local job at launch, the paper's model)"}
 LOAD_MODELS = {
     "manager": "flat: each host's 24-hour average (Adapt_avg) held for the whole task",
     "host file": "flat: the host file's parameters held for the whole task",
@@ -41,9 +42,31 @@ class Assumptions:
                 f"{self.calibration}; fit {self.distribution}")
 
 
+def _source_counts(prediction: Prediction) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for row in prediction.to_dict()["hosts"]:
+        source = (row.get("backlog") or {}).get("source", "idle")
+        counts[source] = counts.get(source, 0) + 1
+    return counts
+
+
+def start_sources(prediction: Prediction) -> str:
+    """The start states of the prediction's hosts, short (e.g. ``steady-state``)."""
+    return "/".join(sorted(_source_counts(prediction)))
+
+
+def start_state(prediction: Prediction) -> str:
+    """How the prediction's hosts start, in words (per source, with host counts if mixed)."""
+    counts = _source_counts(prediction)
+    if len(counts) == 1:
+        return _START_WORDS.get(next(iter(counts)), next(iter(counts)))
+    return "; ".join(f"{_START_WORDS.get(source, source)}: {n} host{'s' * (n != 1)}"
+                     for source, n in sorted(counts.items()))
+
+
 def model_assumptions(prediction: Prediction, source: str) -> Assumptions:
     """What ``prediction`` assumed; ``source`` is where its hosts came from (LOAD_MODELS)."""
-    return Assumptions(start_state=MODEL_START_STATE, load_model=LOAD_MODELS[source],
+    return Assumptions(start_state=start_state(prediction), load_model=LOAD_MODELS[source],
                        calibration=MODEL_CALIBRATION, distribution=prediction.distribution)
 
 

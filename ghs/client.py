@@ -29,7 +29,7 @@ from protocol import (
     connect_dealer,
     request,
 )
-from scheduler import Host, Plan, Prediction, predict
+from scheduler import Backlog, Host, Plan, Prediction, predict
 from scheduler.selection import Exclusion
 
 
@@ -164,16 +164,15 @@ class Client:
                     excluded=_exclusions(body))
         return answer(plan, "manager", provisional=body.get("provisional", ()))
 
-
-def _exclusions(body: dict[str, Any]) -> tuple[Exclusion, ...]:
-    return tuple(Exclusion(e["name"], e["reason"]) for e in body.get("excluded", ()))
-
-
     def history(self, host: str, since_seconds: float | None = None) -> dict[str, Any]:
         """A host's measurements, capacity series and latest running-jobs snapshot over the
         ``since_seconds`` before its latest record (the JSON of ``ghs history --json``)."""
         return self._ask(HistoryRequest(request_id=next(self._ids), host_id=host,
                                         since_seconds=since_seconds))
+
+
+def _exclusions(body: dict[str, Any]) -> tuple[Exclusion, ...]:
+    return tuple(Exclusion(e["name"], e["reason"]) for e in body.get("excluded", ()))
 
 
 def _hosts(body: dict[str, Any]) -> list[Host]:
@@ -184,5 +183,8 @@ def _hosts(body: dict[str, Any]) -> list[Host]:
 def _rebuild_prediction(body: dict[str, Any]) -> Prediction:
     hosts = _hosts(body)
     shares = [row["share"] for row in body["hosts"]]
+    states = [p.get("backlog") for p in body["host_parameters"]]
+    backlog = None if not any(states) else [
+        Backlog.idle() if state is None else Backlog.from_dict(state) for state in states]
     return predict(hosts, body["work"], body["distribution"], body["partition"],
-                   shares=shares)
+                   shares=shares, backlog=backlog)

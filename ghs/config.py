@@ -41,6 +41,7 @@ def setting(default: Any, *, low: float | None = None, high: float | None = None
 
 
 DISTRIBUTIONS = ("gamma", "weibull", "lognormal", "auto")
+START_STATES = ("auto", "steady-state", "idle")
 PARTITIONS = ("equal-mean", "equal-load", "speed")
 METHODS = ("heuristic", "optimal", "prefix")
 
@@ -59,6 +60,10 @@ class SchedulerConfig:
                                      help="largest candidate set exact selection accepts")
     task_ratio: float = setting(4.0, low=0.0, low_open=True,
                                 help="minimum work per host over mean local demand (Fig. 3)")
+    start_state: str = setting(
+        "auto", choices=START_STATES,
+        help="the local work a task finds at launch: auto (the jobs of a fresh running "
+             "snapshot, else the steady state), steady-state, or idle (the paper's model)")
 
 
 @dataclass(frozen=True)
@@ -151,6 +156,9 @@ class ManagerConfig:
     workers: int = setting(2, low=1, high=64, help="threads answering queries")
     max_pending_queries: int = setting(256, low=1, high=100_000,
                                        help="queries waiting beyond this get 'busy'")
+    snapshot_fresh_seconds: float = setting(
+        180.0, low=1.0, high=86400.0, duration=True,
+        help="a running-jobs snapshot this much older than its host's latest record is stale")
     retention_days: float = setting(8.0, low=1.0, high=3660.0,
                                     help="measurements, full-resolution capacity and "
                                          "running-jobs history older than this (before each "

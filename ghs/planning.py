@@ -15,13 +15,21 @@ import numpy as np
 from ghs.answers import Answer, Assumptions, answer, model_assumptions
 from ghs.config import Config
 from ghs.hostfile import HostList
-from scheduler import Host, Prediction, predict
+from scheduler import Backlog, Host, Prediction, predict
 from scheduler.hosts import HostArrays
 from scheduler.partitioning import _partition, check_work
 from scheduler.prediction import QUANTILE_LEVELS, check_hosts
 from scheduler.selection import Exclusion, schedule
 from scheduler.simulation import simulate
 from scheduler.workload import _FIXED_COV, Demand, demand, demand_for_host
+
+
+def file_backlog(hosts: Sequence[Host], config: Config) -> list[Backlog] | None:
+    """A host file says nothing of the jobs running now: each host starts in its steady
+    state (a machine at a random moment), unless the config asks for the paper's idle start."""
+    if config.scheduler.start_state == "idle":
+        return None
+    return [Backlog.steady_state() for _ in hosts]
 
 
 def predict_hosts(host_list: HostList, work: float, config: Config, *,
@@ -31,7 +39,8 @@ def predict_hosts(host_list: HostList, work: float, config: Config, *,
     chosen = host_list.select(names)
     chosen.require_usable()
     prediction = predict(chosen.hosts, work, dist or config.scheduler.distribution,
-                         partition or config.scheduler.partition)
+                         partition or config.scheduler.partition,
+                         backlog=file_backlog(chosen.hosts, config))
     return answer(prediction, "host file", excluded=chosen.excluded)
 
 
@@ -46,7 +55,8 @@ def schedule_hosts(host_list: HostList, work: float, config: Config, *,
     plan = schedule(chosen.hosts, work, method or settings.method,
                     dist or settings.distribution, partition or settings.partition,
                     rho_max=settings.rho_max, max_optimal_hosts=settings.optimal_max_hosts,
-                    task_ratio=settings.task_ratio, excluded=chosen.excluded)
+                    task_ratio=settings.task_ratio, excluded=chosen.excluded,
+                    backlog=file_backlog(chosen.hosts, config))
     return answer(plan, "host file")
 
 
@@ -132,7 +142,9 @@ def simulate_hosts(host_list: HostList, work: float, config: Config, *,
     summary = result.summary()
     simulated = {"mean": summary["mean"], "std": summary["std"], "cov": summary["cov"],
                  "quantiles": {name: summary[name] for name in QUANTILE_LEVELS}}
-    predicted = predict(hosts, work, dist or config.scheduler.distribution, shares=shares)
+    # the model starts the way the simulated queues do: steady state beside a warm start
+    predicted = predict(hosts, work, dist or config.scheduler.distribution, shares=shares,
+                        backlog=[Backlog.steady_state() for _ in hosts] if warm else None)
     return SimulationReport(tuple(h.name for h in hosts), work, shares, int(runs), kind, cov,
                             bool(warm), cores_mode, seed, simulated, predicted,
                             excluded=chosen.excluded,

@@ -7,7 +7,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from ghs.answers import MODEL_START_STATE, Answer
+from ghs.answers import Answer, start_sources
 from ghs.durations import duration_unit, format_duration
 from ghs.planning import SimulationReport
 from scheduler import Prediction
@@ -123,7 +123,7 @@ def show_simulation(console: Console, report: SimulationReport) -> None:
         table.add_column(f"{column} ({unit[0]})" if column else "",
                          justify="right" if column else "left")
     table.add_row(f"simulated ({report.start_state} start)", *_in_unit(sim_values, unit))
-    table.add_row(f"model ({pred.distribution}, {MODEL_START_STATE} start)",
+    table.add_row(f"model ({pred.distribution}, {start_sources(pred)} start)",
                   *_in_unit(model_values, unit))
     console.print(table)
     console.print(f"simulated: start {report.start_state}; local demands {report.demands}; "

@@ -127,6 +127,33 @@ class Backlog:
                                                    [third_moment_seconds3])[0])
         return cls("steady-state", "steady-state", third_moment=third_moment_seconds3)
 
+    def to_dict(self) -> dict[str, object]:
+        """Plain data (lists for tuples), e.g. for a client to rebuild the same prediction."""
+        return {name: list(value) if isinstance(value, tuple) else value
+                for name, value in self.__dict__.items()}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, object]) -> Backlog:
+        """The Backlog ``to_dict`` described (validated like the constructors)."""
+        kind = data.get("kind")
+        if kind == "idle":
+            return cls.idle()
+        if kind == "steady-state":
+            third = data.get("third_moment")
+            return cls.steady_state(None if third is None else float(third))  # type: ignore[arg-type]
+        if kind == "jobs":
+            means = _numbers("job_means", data.get("job_means", ()))
+            variances = _numbers("job_variances", data.get("job_variances", ()))
+            if means.size != variances.size:
+                raise InvalidArgumentError("job_means and job_variances differ in length",
+                                           field="job_variances", value=variances.tolist())
+            return cls("jobs", "snapshot", tuple(means), tuple(variances))
+        if kind == "discrete":
+            return cls.discrete(data.get("values", ()),  # type: ignore[arg-type]
+                                data.get("probabilities", ()),  # type: ignore[arg-type]
+                                str(data.get("source", "snapshot")))
+        raise InvalidArgumentError(f"unknown backlog kind {kind!r}", field="kind", value=kind)
+
 
 @dataclass(frozen=True)
 class BacklogArrays:

@@ -8,7 +8,8 @@ from typing import Any
 from ghs.config import SchedulerConfig
 from ghs.errors import GhsError
 from ghs.manager.estimates import EstimateCache, HostState
-from scheduler import Host, predict, schedule
+from ghs.manager.state import host_backlog
+from scheduler import Backlog, Host, predict, schedule
 from scheduler.selection import Exclusion
 
 
@@ -18,21 +19,54 @@ class UnknownHostError(GhsError):
     code = "unknown_host"
 
 
-def host_parameters(hosts: Sequence[Host]) -> list[dict[str, Any]]:
-    """Hosts as plain maps, so a client can rebuild the same Prediction locally."""
-    return [{"name": h.name, "lam": h.lam, "mu": h.mu, "sigma": h.sigma, "rho": h.rho,
-             "tau": h.tau, "cores": h.cores} for h in hosts]
+def host_parameters(hosts: Sequence[Host], backlogs: Sequence[Backlog] | None = None,
+                    described: Mapping[str, dict[str, Any]] | None = None
+                    ) -> list[dict[str, Any]]:
+    """Hosts as plain maps, with the state each started from, so a client can rebuild the
+    same Prediction locally and a person can see why."""
+    rows = []
+    for index, h in enumerate(hosts):
+        row = {"name": h.name, "lam": h.lam, "mu": h.mu, "sigma": h.sigma, "rho": h.rho,
+               "tau": h.tau, "cores": h.cores}
+        if backlogs is not None:
+            row["backlog"] = backlogs[index].to_dict()
+            row["start"] = (described or {}).get(h.name)
+        rows.append(row)
+    return rows
 
 
 class QueryService:
     """Status, predict and schedule from ``cache``; ``clock`` is real epoch seconds."""
 
     def __init__(self, cache: EstimateCache, settings: SchedulerConfig, *,
-                 stale_after_seconds: float, clock: Callable[[], float]) -> None:
+                 stale_after_seconds: float, clock: Callable[[], float],
+                 snapshot_fresh_seconds: float = 180.0) -> None:
         self.cache = cache
         self.settings = settings
         self.stale_after_seconds = stale_after_seconds
+        self.snapshot_fresh_seconds = snapshot_fresh_seconds
         self.clock = clock
+
+    def backlogs(self, hosts: Sequence[Host]) -> tuple[list[Backlog] | None,
+                                                      dict[str, dict[str, Any]]]:
+        """Each host's state at launch (see ghs.manager.state) and its description."""
+        if self.settings.start_state == "idle":
+            return None, {}
+        streams = self.cache.store.streams
+        backlogs, described = [], {}
+        for host in hosts:
+            if self.settings.start_state == "steady-state":
+                running, fresh = None, False
+            else:
+                running = streams.latest_running(host.name)
+                latest = streams.latest_epoch_seconds(host.name)
+                fresh = (running is not None and latest is not None and
+                         latest - running["epoch_seconds"] <= self.snapshot_fresh_seconds)
+            templates = streams.templates(host.name) if fresh else []
+            backlog, description = host_backlog(host, running, templates, fresh=fresh)
+            backlogs.append(backlog)
+            described[host.name] = description
+        return backlogs, described
 
     def states(self) -> list[HostState]:
         return self.cache.states(self.clock(), self.stale_after_seconds)
@@ -74,10 +108,11 @@ class QueryService:
                 distribution: str | None = None, partition: str | None = None
                 ) -> dict[str, Any]:
         chosen, excluded, provisional = self._usable(hosts)
+        backlogs, described = self.backlogs(chosen)
         result = predict(chosen, work_seconds, distribution or self.settings.distribution,
-                         partition or self.settings.partition)
+                         partition or self.settings.partition, backlog=backlogs)
         body = result.to_dict()
-        body["host_parameters"] = host_parameters(chosen)
+        body["host_parameters"] = host_parameters(chosen, backlogs, described)
         body["excluded"] = [{"name": e.name, "reason": e.reason} for e in excluded]
         body["provisional"] = provisional
         return body
@@ -87,11 +122,15 @@ class QueryService:
                  method: str | None = None, units: int | None = None) -> dict[str, Any]:
         chosen, excluded, provisional = self._usable(hosts)
         settings = self.settings
+        backlogs, described = self.backlogs(chosen)
+        by_name = dict(zip((h.name for h in chosen), backlogs)) if backlogs else None
         plan = schedule(chosen, work_seconds, method or settings.method,
                         distribution or settings.distribution, partition or settings.partition,
                         rho_max=settings.rho_max, max_optimal_hosts=settings.optimal_max_hosts,
-                        task_ratio=settings.task_ratio, excluded=excluded)
+                        task_ratio=settings.task_ratio, excluded=excluded, backlog=by_name)
         body = plan.to_dict(units)
-        body["host_parameters"] = host_parameters(plan.hosts)
+        body["host_parameters"] = host_parameters(
+            plan.hosts, None if by_name is None else [by_name[h.name] for h in plan.hosts],
+            described)
         body["provisional"] = provisional
         return body

@@ -27,7 +27,8 @@ def build_manager(config: Config, *, context: zmq.Context, endpoint: str | None 
         capacity_days=settings.retention_days, hourly_days=settings.hourly_retention_days))
     cache = EstimateCache(store, window_seconds=config.sensor.window_hours * 3600.0)
     queries = QueryService(cache, config.scheduler,
-                           stale_after_seconds=settings.stale_after_seconds, clock=time.time)
+                           stale_after_seconds=settings.stale_after_seconds, clock=time.time,
+                           snapshot_fresh_seconds=settings.snapshot_fresh_seconds)
     server_keys = read_keypair(expand(settings.keys)) if settings.keys else None
     allowed = load_allowed_keys(expand(settings.allow)) if settings.allow else None
     if allowed is not None and server_keys is None:

@@ -13,7 +13,6 @@ The description returned beside each Backlog is what a prediction's JSON reports
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict
 from typing import Any
 
 import numpy as np
@@ -76,14 +75,3 @@ def host_backlog(host: Host, running: Mapping[str, Any] | None,
     return backlog, {"source": "snapshot", "jobs": len(jobs),
                      "mean_seconds": float(sum(law.mean_seconds for law in laws)),
                      "templates": levels}
-
-
-def backlog_to_dict(backlog: Backlog) -> dict[str, Any]:
-    """A Backlog as plain data (a client rebuilds the same prediction from it)."""
-    return {key: list(value) if isinstance(value, tuple) else value
-            for key, value in asdict(backlog).items()}
-
-
-def backlog_from_dict(data: Mapping[str, Any]) -> Backlog:
-    return Backlog(**{key: tuple(value) if isinstance(value, list) else value
-                      for key, value in data.items()})

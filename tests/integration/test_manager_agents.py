@@ -44,6 +44,10 @@ def assert_each_stored_once(database, outboxes, contiguous=True):
     for outbox in outboxes:
         counts, pending = produced(outbox)
         assert pending == 0, f"{outbox} still holds {pending} unacknowledged records"
+        with sqlite3.connect(outbox) as connection:
+            aside = connection.execute("SELECT host_id, stream, seq, reason FROM set_aside"
+                                       ).fetchall()
+        assert aside == [], f"records the agent could not send: {aside}"
         for host, count in counts.items():
             assert seqs.get(host) == list(range(count)), host
         # every capacity interval once, and they tile the host's time without a gap

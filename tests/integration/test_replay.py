@@ -74,6 +74,14 @@ def test_replay_until_matches_a_walk_of_the_log(daemons, tmp_path):
     assert running["run_queue_length"] == len(expected)
     assert {t["scope"] for t in history["templates"]} == {"pooled", "user", "command"}
     assert {t["user"] for t in history["templates"] if t["scope"] == "user"} == {"ann", "bob"}
+    # a prediction now starts from the jobs of that snapshot, with the templates' laws
+    with daemons.client(endpoint) as client:
+        answer = client.predict_answer(3600.0, hosts=["ws7"])
+    start = answer.to_dict()["hosts"][0]["backlog"]
+    assert start["source"] == "snapshot"
+    assert answer.to_dict()["assumptions"]["start_state"].startswith("the jobs running")
+    if expected:
+        assert start["mean_seconds"] > 0
 
 
 def test_an_older_agent_still_reports_and_a_newer_protocol_is_refused(daemons):

@@ -81,11 +81,18 @@ def test_predict_and_schedule_say_what_the_model_assumes():
         payload = json.loads(invoke(command, "--hosts-file", EXAMPLE, "--work", "8h",
                                     "--dist", "gamma", "--json").stdout)
         assert payload["assumptions"] == {
-            "start_state": "idle", "calibration": "none", "distribution": "gamma",
+            "start_state": "a steady-state backlog (Pollaczek-Khinchine)",
+            "calibration": "none", "distribution": "gamma",
             "load_model": "flat: the host file's parameters held for the whole task"}
         assert all(row["provisional"] is False for row in payload["hosts"])
+        assert {row["backlog"]["source"] for row in payload["hosts"]} == {"steady-state"}
         table = invoke(command, "--hosts-file", EXAMPLE, "--work", "8h").stdout
-        assert "assumes: start idle; load flat" in table and "calibration none" in table
+        assert "assumes: start a steady-state backlog" in table
+        assert "calibration none" in table
+        idle = json.loads(invoke(command, "--hosts-file", EXAMPLE, "--work", "8h", "--json",
+                                 env={"GHS_SCHEDULER_START_STATE": "idle"}).stdout)
+        assert idle["assumptions"]["start_state"].startswith("idle")
+        assert idle["mean"] < payload["mean"]
 
 
 def test_simulate_defaults_follow_each_hosts_demand_spread(tmp_path):
@@ -101,9 +108,13 @@ def test_simulate_defaults_follow_each_hosts_demand_spread(tmp_path):
     assert "sigma" in default["demands"]
     assert default["mean"] == explicit["mean"] and default["std"] == explicit["std"]
     assert default["std"] != pytest.approx(exponential["std"], rel=0.05)
-    assert default["predicted"]["assumptions"]["start_state"] == "idle"
+    # the model beside a warm simulation starts from the steady state too
+    assert default["predicted"]["assumptions"]["start_state"].startswith("a steady-state")
+    assert default["predicted"]["mean"] == pytest.approx(default["mean"], rel=0.1)
     table = invoke(*common[:-1]).stdout
-    assert "simulated (warm start)" in table and "idle start" in table
+    assert "simulated (warm start)" in table and "steady-state start" in table
+    idle = json.loads(invoke(*common, "--idle").stdout)
+    assert idle["predicted"]["assumptions"]["start_state"].startswith("idle")
     assert "local demands lognormal (each host's mean 1/mu and sigma)" in table
 
 
@@ -318,8 +329,9 @@ def test_by_answers_the_chance_of_finishing_as_the_simulator_sees_it():
     assert payload["by"]["seconds"] == HOUR
     shares = np.array([row["share"] for row in payload["hosts"]])
     laws = [demand_for_host(h, "lognormal") for h in lab.hosts]
+    # the default prediction starts each host in its steady state, as a warm simulation does
     runs = simulate(lab.hosts, shares, runs=4000, rng=np.random.default_rng(11),
-                    service=laws, warm=False)
+                    service=laws, warm=True)
     simulated = float(np.mean(runs.completion_seconds <= HOUR))
     assert payload["by"]["probability"] == pytest.approx(simulated, abs=0.04)
     table = invoke("predict", "--hosts-file", EXAMPLE, "--work", "8h", "--by", "1h").stdout

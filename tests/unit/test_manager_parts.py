@@ -13,7 +13,8 @@ from ghs.manager.estimates import EstimateCache
 from ghs.manager.queries import QueryService
 from ghs.manager.service import Manager
 from ghs.manager.store import HostFacts, ManagerStore
-from scheduler import predict
+from protocol import PredictRequest
+from scheduler import Backlog, predict
 
 HOUR = 3600.0
 
@@ -117,9 +118,15 @@ def test_client_rebuilds_the_same_prediction_and_plan(running_manager):
         assert len(status.hosts) == 4 and status.counters["received"]["status"] == 1
         hosts = client.hosts()
         prediction = client.predict(8 * HOUR)
-        local = predict(hosts, 8 * HOUR)
-        assert prediction.mean == pytest.approx(local.mean, rel=1e-12)
-        assert prediction.quantiles == pytest.approx(local.quantiles, rel=1e-9)
+        # the manager's own numbers, as it sent them
+        body = client._ask(PredictRequest(request_id=999, work_seconds=8 * HOUR))
+        assert prediction.mean == pytest.approx(body["mean"], rel=1e-12)
+        assert prediction.quantiles == pytest.approx(body["quantiles"], rel=1e-9)
+        # no host has sent a running snapshot: each starts in its steady state
+        assert {row["backlog"]["source"] for row in body["hosts"]} == {"steady-state"}
+        local = predict(hosts, 8 * HOUR, backlog=[Backlog.steady_state() for _ in hosts])
+        assert body["mean"] == pytest.approx(local.mean, rel=1e-12)
+        assert predict(hosts, 8 * HOUR).mean < local.mean
         assert 0 < float(prediction.cdf(prediction.quantiles["p90"])) < 1
         plan = client.schedule(8 * HOUR, method="optimal", units=100)
         assert plan.method == "optimal" and sum(plan.units(100).values()) == 100
