@@ -26,6 +26,8 @@ COMMANDS = {
     "status": "ghs.cli.remote:status",
     "keys": "ghs.cli.remote:keys",
     "demo": "ghs.cli.demo:demo",
+    "worker": "ghs.cli.adapters:worker",
+    "condor-attrs": "ghs.cli.adapters:condor_attrs",
 }
 
 
