@@ -97,7 +97,7 @@ def attributes_for(config: Config, name: str, *, endpoint: str | None = None,
 
 def format_classad(attributes: Mapping[str, Any]) -> str:
     """``Name = value`` lines (booleans true/false, None and non-finite numbers undefined,
-    strings quoted with ClassAd escapes)."""
+    strings quoted, on one line)."""
     return "".join(f"{name} = {_literal(value)}\n" for name, value in attributes.items())
 
 
@@ -110,5 +110,6 @@ def _literal(value: Any) -> str:
         return str(value)
     if isinstance(value, float):
         return repr(value) if math.isfinite(value) else "undefined"
-    text = str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    # the startd reads cron output in the old ClassAd syntax: only a quote is escaped there
+    text = " ".join(str(value).replace('"', '\\"').splitlines()).rstrip("\\")
     return f'"{text}"'

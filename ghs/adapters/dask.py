@@ -289,7 +289,8 @@ class DivisibleRun:
             if host.state == "lost":
                 waiting = list(host.queue)
                 host.queue.clear()
-                self._replan(stranded + waiting, f"{name} lost")
+                if stranded or waiting:
+                    self._replan(stranded + waiting, f"{name} lost")
             elif stranded:
                 self._requeue(name, stranded, "worker vanished")
 
@@ -317,7 +318,10 @@ class DivisibleRun:
         """The time the host's p90 pace allowed for its progress, if it has overrun it."""
         if host.segment_total == 0 or not (host.queue or host.in_flight):
             return None
-        paced = min(1.0, (host.segment_done + host.workers.threads) / host.segment_total)
+        # one item per thread may be running, and one more absorbs the items' own spread
+        # (ghs models the owners' load, not how the items' sizes vary)
+        grace = host.workers.threads + 1
+        paced = min(1.0, (host.segment_done + grace) / host.segment_total)
         allowed = host.p90_seconds * paced
         return allowed if now - host.segment_start > allowed else None
 

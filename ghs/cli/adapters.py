@@ -70,8 +70,11 @@ def condor_attrs(ctx, endpoint, hosts_file, name, work, dist, as_json):
     import socket
 
     from ghs.adapters.condor import attributes_for, format_classad
+    from ghs.errors import GhsError
 
     config = config_from(ctx)
+    if work is not None and work <= 0:
+        raise GhsError(f"--work must be > 0, got {work:g}", field="work", value=work)
     attributes = attributes_for(config, name or socket.gethostname(), endpoint=endpoint,
                                 hosts_file=hosts_file,
                                 work_seconds=work or config.adapters.condor_work_seconds,
