@@ -35,7 +35,9 @@ def host_resource(host: str) -> str:
 
 def live_workers(client) -> dict[str, dict]:
     """The scheduler's current workers: address -> its info (name, nthreads, resources)."""
-    return dict(client.scheduler_info(n_workers=-1)["workers"])
+    # asked of the scheduler directly: Client.scheduler_info() may return the client's
+    # periodically refreshed copy, which carries totals but no workers
+    return dict(client.sync(client.scheduler.identity, n_workers=-1)["workers"])
 
 
 def map_workers(client, worker_hosts: Mapping[str, str] | None = None
