@@ -4,9 +4,11 @@
 Dask workers to ghs hosts, asks for a plan over them, gives each chosen host a block of whole
 items (``Plan.units``), and feeds each host's items only to that host's workers. Items are
 handed to a host only as its worker threads free up, so an item is either running (or done)
-or still held here: when a host falls behind its own predicted p90 (scaled by the fraction
-of its items done) or loses its workers, the items not yet started are re-planned over the
-other hosts without any risk of running one twice. Results come back in item order.
+or still held here, and re-planning never risks running one twice. When a host falls behind
+its own predicted p90 (paced by the fraction of its items done) while another keeps pace, its
+speed is corrected by the pace observed and every item not yet started is re-planned (the
+slow host keeps only the share its observed speed earns); a host that loses its workers
+leaves the plan, and its items go to the others. Results come back in item order.
 
 Needs the ``dask`` extra (``pip install ghs[dask]``).
 """
@@ -54,8 +56,9 @@ class _Host:
 
 @dataclass(frozen=True)
 class RunEvent:
-    """Something the run did: "plan", "slow" (host behind its p90), "lost" (no workers
-    left), "requeued" (items of a vanished worker put back); ``items`` is how many moved."""
+    """Something the run did: "plan", "slow" (host behind its p90 pace: its speed is
+    corrected and the items not started are re-planned), "lost" (no workers left),
+    "requeued" (items of a vanished worker put back); ``items`` is how many were waiting."""
 
     elapsed_seconds: float
     kind: str
@@ -75,7 +78,8 @@ class DivisibleRun:
     for none, None for a rich bar on a terminal or log lines otherwise.
 
     After ``run()``: ``plan`` (the first plan), ``plans`` (every plan made), ``events``,
-    ``host_of_item`` (the host each item finished on) and ``elapsed_seconds``.
+    ``host_of_item`` (the host each item finished on), ``speed_factors`` (observed over
+    predicted pace of the hosts found behind) and ``elapsed_seconds``.
     """
 
     def __init__(self, client: Any, func: Callable[[Any], Any], items: Iterable[Any], *,
@@ -119,6 +123,8 @@ class DivisibleRun:
         self._finished = [False] * len(self.items)
         self._attempts = [0] * len(self.items)
         self._hosts: dict[str, _Host] = {}
+        self._plan_hosts: dict[str, Any] = {}
+        self.speed_factors: dict[str, float] = {}
         self._futures: dict[str, tuple[Any, int, str, tuple[str, ...]]] = {}
         self._done_queue: queue.Queue = queue.Queue()
         self._run_id = uuid.uuid4().hex[:12]
@@ -175,8 +181,10 @@ class DivisibleRun:
     def _assign(self, indices: list[int], reason: str) -> None:
         """Plan ``indices`` (items not started) over the running hosts and queue them."""
         names = [name for name, host in self._hosts.items() if host.state == "running"]
-        plan = self._source.plan(len(indices) * self.work_per_item, names)
+        plan = self._source.plan(len(indices) * self.work_per_item, names,
+                                 self.speed_factors)
         units = plan.units(len(indices))
+        self._plan_hosts.update({host.name: host for host in plan.hosts})
         self.plan = self.plan or plan
         self.plans.append(plan)
         ordered = sorted(indices)
@@ -305,13 +313,23 @@ class DivisibleRun:
             if allowed is None or not host.queue or all(
                     other is not None for n, other in behind.items() if n != name):
                 continue
-            host.state = "slow"
+            factor = self._observed_speed(name, host, now)
+            self.speed_factors[name] = self.speed_factors.get(name, 1.0) * factor
             self.events.append(RunEvent(now, "slow", name, len(host.queue),
                                         f"{host.segment_done}/{host.segment_total} done after "
                                         f"{now - host.segment_start:.1f} s, p90 pace allows "
-                                        f"{allowed:.1f} s"))
+                                        f"{allowed:.1f} s; speed x{factor:.2f}"))
             self._replan([], f"{name} behind its p90")
             return
+
+    def _observed_speed(self, name: str, host: _Host, now: float) -> float:
+        """Observed over predicted item pace of a host in its current segment (<= 1)."""
+        model = self._plan_hosts[name]
+        predicted = self.work_per_item / (model.tau * (1.0 - model.rho))
+        elapsed = now - host.segment_start
+        # no item done yet: each running one has taken at least the elapsed time
+        observed = elapsed * host.workers.threads / max(host.segment_done, 1)
+        return min(1.0, predicted / observed) if observed > 0 else 1.0
 
     @staticmethod
     def _behind(host: _Host, now: float) -> float | None:

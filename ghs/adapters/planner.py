@@ -6,7 +6,8 @@ Both answer the same two questions: which host names can be planned on, and how 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -55,14 +56,27 @@ class PlanSource:
             return {host.name for host in self._host_list.hosts}
         return {host.name for host in self._client.hosts()}
 
-    def plan(self, work_seconds: float, names: Sequence[str]) -> Plan:
-        """The chosen hosts among ``names`` and their shares of ``work_seconds``."""
+    def plan(self, work_seconds: float, names: Sequence[str],
+             speed_factors: Mapping[str, float] | None = None) -> Plan:
+        """The chosen hosts among ``names`` and their shares of ``work_seconds``.
+
+        ``speed_factors`` scale hosts' tau by what a run observed (a host that ran items at
+        half its predicted pace gets 0.5); such a plan is made here, on the source's current
+        host parameters, instead of by the manager.
+        """
         if not names:
             raise AdapterError("no hosts left to plan on", field="hosts", value=())
-        if self._host_list is not None:
-            return schedule_hosts(self._host_list, work_seconds, self.config,
-                                  names=tuple(names), method=self.method)
-        return self._client.schedule(work_seconds, self.method, hosts=tuple(names))
+        factors = {name: f for name, f in (speed_factors or {}).items() if f != 1.0}
+        if not factors:
+            if self._host_list is not None:
+                return schedule_hosts(self._host_list, work_seconds, self.config,
+                                      names=tuple(names), method=self.method)
+            return self._client.schedule(work_seconds, self.method, hosts=tuple(names))
+        hosts = (self._host_list.select(tuple(names)).hosts if self._host_list is not None
+                 else tuple(h for h in self._client.hosts() if h.name in set(names)))
+        corrected = tuple(replace(h, tau=h.tau * factors.get(h.name, 1.0)) for h in hosts)
+        return schedule_hosts(HostList(corrected, ()), work_seconds, self.config,
+                              method=self.method)
 
 
 def host_p90_seconds(plan: Plan, units: dict[str, int], work_per_item: float

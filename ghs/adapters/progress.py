@@ -21,7 +21,7 @@ LOG = logging.getLogger("ghs.adapters")
 @dataclass(frozen=True)
 class HostProgress:
     """One host's items: ``done`` of ``total`` assigned so far, ``in_flight`` running;
-    ``state`` is "running", "slow" (behind its p90, no new items) or "lost" (no workers)."""
+    ``state`` is "running" or "lost" (no workers left)."""
 
     name: str
     done: int
