@@ -122,6 +122,9 @@ class DivisibleRun:
         self._results: list[Any] = [None] * len(self.items)
         self._finished = [False] * len(self.items)
         self._attempts = [0] * len(self.items)
+        self._done_count = 0
+        self._hostnames: dict[str, str] = {}
+        self._reporter: Reporter | None = None
         self._hosts: dict[str, _Host] = {}
         self._plan_hosts: dict[str, Any] = {}
         self.speed_factors: dict[str, float] = {}
@@ -135,16 +138,16 @@ class DivisibleRun:
         """Run every item once; the results in item order (an item's exception is raised)."""
         if not self.items:
             return []
-        reporter, close_reporter = reporter_for(self._progress)
-        self._reporter = reporter
         self._source = PlanSource(self.config, **self._source_args)
+        close_reporter = _nothing
         try:
+            self._reporter, close_reporter = reporter_for(self._progress)
             self._start = self.clock()
             self._hosts = {name: _Host(workers) for name, workers in
-                           self._usable(map_workers(self.client, self._worker_hosts)).items()}
+                           self._usable(self._map_workers()).items()}
             self._assign(list(range(len(self.items))), "start")
             last_check = self.clock()
-            while not all(self._finished):
+            while self._done_count < len(self.items):
                 self._fill()
                 self._wait_and_collect()
                 if self.clock() - last_check >= self.check_seconds:
@@ -161,6 +164,9 @@ class DivisibleRun:
                 self.client.cancel(leftover)
             self._source.close()
             close_reporter()
+
+    def _map_workers(self) -> dict[str, HostWorkers]:
+        return map_workers(self.client, self._worker_hosts, self._hostnames)
 
     def _usable(self, hosts: dict[str, HostWorkers]) -> dict[str, HostWorkers]:
         known = self._source.known_hosts()
@@ -247,6 +253,7 @@ class DivisibleRun:
                 raise AdapterError(f"item {index} finished twice", field="items", value=index)
             self._results[index] = future.result()
             self._finished[index] = True
+            self._done_count += 1
             self.host_of_item[index] = name
             host.done += 1
             host.segment_done += 1
@@ -273,7 +280,7 @@ class DivisibleRun:
 
     # -- following the run ---------------------------------------------------------------
     def _check_workers(self) -> None:
-        current = map_workers(self.client, self._worker_hosts)
+        current = self._map_workers()
         for name, host in self._hosts.items():
             if host.state == "lost":
                 continue
@@ -364,7 +371,11 @@ class DivisibleRun:
                                    len(host.in_flight), host.state)
                       for name, host in self._hosts.items())
         self._reporter(RunProgress(event, self._now(), hosts, self.plans[-1],
-                                   len(self.plans) - 1, sum(self._finished), len(self.items)))
+                                   len(self.plans) - 1, self._done_count, len(self.items)))
+
+
+def _nothing() -> None:
+    pass
 
 
 def run_divisible(client: Any, func: Callable[[Any], Any], items: Iterable[Any], *,

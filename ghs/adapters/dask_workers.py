@@ -40,12 +40,14 @@ def live_workers(client) -> dict[str, dict]:
     return dict(client.sync(client.scheduler.identity, n_workers=-1)["workers"])
 
 
-def map_workers(client, worker_hosts: Mapping[str, str] | None = None
-                ) -> dict[str, HostWorkers]:
+def map_workers(client, worker_hosts: Mapping[str, str] | None = None,
+                hostnames: dict[str, str] | None = None) -> dict[str, HostWorkers]:
     """ghs host name -> its workers, for every worker the Dask scheduler knows now.
 
     ``worker_hosts`` maps a worker address or name to a ghs host and wins over the rest.
+    ``hostnames`` caches the host names asked of unlabelled workers (address -> name).
     """
+    hostnames = {} if hostnames is None else hostnames
     workers = live_workers(client)
     if not workers:
         raise AdapterError("the Dask cluster has no workers", field="client", value=None)
@@ -65,8 +67,12 @@ def map_workers(client, worker_hosts: Mapping[str, str] | None = None
             host_of[address] = labels[0]
         else:
             unlabelled.append(address)
-    if unlabelled:
-        host_of.update(client.run(socket.gethostname, workers=unlabelled))
+    missing = [address for address in unlabelled if address not in hostnames]
+    if missing:
+        # a worker leaving meanwhile is simply not mapped this time
+        hostnames.update(client.run(socket.gethostname, workers=missing, on_error="ignore"))
+    host_of.update({address: hostnames[address] for address in unlabelled
+                    if address in hostnames})
     hosts: dict[str, HostWorkers] = {}
     for address in sorted(host_of):
         host = host_of[address]
