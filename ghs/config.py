@@ -188,6 +188,18 @@ class AgentConfig:
 
 
 @dataclass(frozen=True)
+class AdaptersConfig:
+    """Defaults of the Dask adapter, ``ghs worker`` and ``ghs condor-attrs``."""
+
+    check_seconds: float = setting(0.5, low=0.01, high=3600.0, duration=True,
+                                   help="how often a Dask run checks for stragglers and "
+                                        "lost workers")
+    worker_nthreads: int = setting(1, low=1, high=1024, help="threads of a `ghs worker`")
+    condor_work_seconds: float = setting(3600.0, low=1.0, duration=True,
+                                         help="task size behind GhsP90SecondsPerHourOfWork")
+
+
+@dataclass(frozen=True)
 class ClientConfig:
     """Defaults of clients (``ghs status``, ``ghs predict --manager``, ``ghs.Client``)."""
 
@@ -208,6 +220,7 @@ class Config:
     pcm: ManagerConfig = field(default_factory=ManagerConfig)
     agent: AgentConfig = field(default_factory=AgentConfig)
     client: ClientConfig = field(default_factory=ClientConfig)
+    adapters: AdaptersConfig = field(default_factory=AdaptersConfig)
 
 
 def _convert(section: str, f: dataclasses.Field, raw: Any) -> Any:

@@ -27,6 +27,8 @@ COMMANDS = {
     "history": "ghs.cli.remote:history",
     "keys": "ghs.cli.remote:keys",
     "demo": "ghs.cli.demo:demo",
+    "worker": "ghs.cli.adapters:worker",
+    "condor-attrs": "ghs.cli.adapters:condor_attrs",
 }
 
 
