@@ -11,6 +11,7 @@ measurements: ``pcm.retention_days``; hourly sums: ``pcm.hourly_retention_days``
 from __future__ import annotations
 
 import os
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -65,20 +66,34 @@ def run(hosts: int = 100, days: float = 10.0, speedup: float = 3600.0,
             manager.terminate()
             manager.wait(60)
         stored = _stored(database)
+        stored["outbox_backlog"] = _outbox_backlog(root / "outbox.sqlite")
         return {"hosts": hosts, "days": days, "speedup": speedup,
                 "retention_days": retention_days, "real_seconds": time.monotonic() - started,
                 "curve": curve, "stored": stored, "agent_exit": agent.returncode}
 
 
 def _stored(database: Path) -> dict[str, Any]:
-    import sqlite3
-
     with sqlite3.connect(database) as connection:
         count = {table: connection.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
                  for table in ("measurements", "capacity", "capacity_hourly", "running")}
-        span = connection.execute("SELECT (MAX(end_ms) - MIN(end_ms)) / 86400000.0 FROM "
-                                  "capacity").fetchone()[0]
-    return {"rows": count, "capacity_span_days": span}
+        # each host's own window: the retention counts back from its own latest record
+        span = connection.execute(
+            "SELECT MAX(span) FROM (SELECT (MAX(end_ms) - MIN(end_ms)) / 86400000.0 AS span "
+            "FROM capacity GROUP BY host_key)").fetchone()[0]
+        try:
+            tables = dict(connection.execute("SELECT name, SUM(pgsize) FROM dbstat GROUP BY "
+                                             "name").fetchall())
+        except sqlite3.Error:
+            tables = {}
+    return {"rows": count, "capacity_span_days": span,
+            "table_mb": {name: size / 1e6 for name, size in tables.items()
+                         if size > 100_000}}
+
+
+def _outbox_backlog(outbox: Path) -> int:
+    """Records the agent had not yet delivered when the soak stopped (it fell behind if >0)."""
+    with sqlite3.connect(outbox) as connection:
+        return connection.execute("SELECT COUNT(*) FROM outbox").fetchone()[0]
 
 
 def show(console: Any, results: dict[str, Any]) -> None:
@@ -93,5 +108,7 @@ def show(console: Any, results: dict[str, Any]) -> None:
                      f"database {point['database_mb']:.1f} MB")
     for line in marks:
         console.print(f"  {line}")
-    console.print(f"  stored at the end: {results['stored']['rows']}; full-resolution "
-                  f"capacity spans {results['stored']['capacity_span_days'] or 0:.2f} days")
+    stored = results["stored"]
+    console.print(f"  stored at the end: {stored['rows']}; a host's full-resolution capacity "
+                  f"spans at most {stored['capacity_span_days'] or 0:.2f} days; records still "
+                  f"in the agent's outbox: {stored['outbox_backlog']:,}")
