@@ -3,7 +3,10 @@
 :func:`sensor_overhead` starts ``python -m ghs.benchmarks.sensors`` as a child, which runs the
 adaptive sampler with the default sensor settings (interval, hourly bounds; with no history
 the first hour takes the upper bound, the most expensive steady state) and accounting on into
-its own file, storing measurements in a temporary store. The parent watches the child with
+its own file, storing measurements in a temporary store. Beside it, as the agent runs them,
+the child records the capacity series at its cadence (a thread of its own), takes a
+running-jobs snapshot with each measurement and feeds the demand templates from a second
+accounting reader at each capacity interval. The parent watches the child with
 psutil: CPU seconds between the child's "ready" (imports and set-up done) and "done" lines
 over the wall time between them, and the peak resident set size.
 
@@ -36,7 +39,7 @@ def sensor_overhead(duration_seconds: float, *, accounting: str = "on",
 
     Keys: duration_seconds, cpu_percent (steady state, after start-up), cpu_seconds,
     startup_cpu_seconds, peak_rss_mb (including start-up), rss_mb (at the end), measurements,
-    accounting (own/shared/none), note.
+    capacity_intervals, running_snapshots, template_jobs, accounting (own/shared/none), note.
     """
     import psutil
 
@@ -97,6 +100,10 @@ def sensor_overhead(duration_seconds: float, *, accounting: str = "on",
         "peak_rss_mb": max(peak_rss, steady_rss, report["maxrss_kib"] * 1024) / _MB,
         "rss_mb": steady_rss / _MB,
         "measurements": report["measurements"],
+        "capacity_intervals": report["capacity_intervals"],
+        "capacity_interval_seconds": report["capacity_interval_seconds"],
+        "running_snapshots": report["running_snapshots"],
+        "template_jobs": report["template_jobs"],
         "interval_seconds": report["interval_seconds"],
         "max_per_hour": report["max_per_hour"],
         "accounting": report["accounting"],
@@ -114,10 +121,13 @@ def _child(duration_seconds: float, accounting: str, state_dir: str) -> None:
 
     keep_numpy_out()  # as the real agent does: the sensor itself never needs numpy
     from ghs.config import SensorConfig
+    from sensors.capacity import CapacityRecorder, ProcCapacitySource
     from sensors.clock import SystemClock
     from sensors.host import LocalSensor, options_from
+    from sensors.running import RunningSampler, read_run_queue_length, user_name
     from sensors.sampler import AdaptiveSampler
     from sensors.store import SensorStore
+    from sensors.templates import TemplateBook, TemplateFeeder
 
     settings = SensorConfig()
     options = options_from(settings)
@@ -128,16 +138,45 @@ def _child(duration_seconds: float, accounting: str, state_dir: str) -> None:
                      remove_accounting_file=True, **options) as local:
         store = SensorStore(os.path.join(state_dir, "sensor.db"),
                             retention_days=settings.retention_days)
+        counts = {"capacity_intervals": 0, "running_snapshots": 0, "template_jobs": 0}
+        running = RunningSampler(local.processes, local.process_filter, clock,
+                                 read_run_queue_length, max_jobs=settings.running_max_jobs)
+
+        def on_measurement(_measurement: object) -> None:
+            running.snapshot()
+            counts["running_snapshots"] += 1
+
         sampler = AdaptiveSampler(local, store, clock, random.Random(1),
                                   interval_seconds=settings.interval_seconds,
                                   min_per_hour=settings.min_per_hour,
                                   max_per_hour=settings.max_per_hour,
-                                  window_hours=settings.window_hours)
+                                  window_hours=settings.window_hours,
+                                  on_measurement=on_measurement)
+        recorder = CapacityRecorder(
+            ProcCapacitySource(local.processes, local.process_filter, clock), clock,
+            settings.capacity_interval_seconds)
+        feeder = None
+        if local.session.reader is not None:
+            feeder = TemplateFeeder(local.session.reader.independent_reader(),
+                                    TemplateBook(settings.template_half_life_seconds,
+                                                 max_keys=settings.template_max_keys),
+                                    local.process_filter, name_of_uid=user_name)
+
+        def on_interval(_interval: object) -> None:
+            counts["capacity_intervals"] += 1
+            if feeder is not None:
+                counts["template_jobs"] += feeder.poll()
+                feeder.book.take_updates()
+
         print("ready", flush=True)
+        capacity = threading.Thread(target=recorder.run, args=(stop, on_interval), daemon=True)
+        capacity.start()
         timer = threading.Timer(duration_seconds, stop.set)
         timer.start()
         sampler.run(stop=stop)
+        capacity.join()
         print(json.dumps({
+            **counts, "capacity_interval_seconds": settings.capacity_interval_seconds,
             "measurements": len(store.measurements()),
             "maxrss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
             "accounting": local.session.source,
@@ -161,5 +200,7 @@ def show(console: Any, result: dict[str, Any]) -> None:
     console.print(
         f"sensor: {result['cpu_percent']:.3f}% of one core over "
         f"{result['duration_seconds']:.0f} s, peak {result['peak_rss_mb']:.1f} MB resident, "
-        f"{result['measurements']} measurements, accounting {result['accounting']}"
+        f"{result['measurements']} measurements, {result['capacity_intervals']} capacity "
+        f"intervals, {result['running_snapshots']} running snapshots, "
+        f"{result['template_jobs']} template jobs, accounting {result['accounting']}"
         + (f" ({result['note']})" if result.get("note") else ""))

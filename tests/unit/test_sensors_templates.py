@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sensors.accounting import AccountingBatch, AcctRecord
+from sensors.accounting import AccountingBatch, AccountingReader, AcctRecord, encode_record
 from sensors.clock import VirtualClock
 from sensors.errors import InvalidArgumentError
 from sensors.processes import build_filter
@@ -192,3 +192,27 @@ def test_cursors_are_independent_and_records_are_trimmed_once_all_have_read():
     assert host._records == []
     late.skip_to_end()
     assert host.skip_to_end().records == []
+
+
+def test_a_second_accounting_reader_has_its_own_offset(tmp_path):
+    def record(pid):
+        return encode_record(AcctRecord(pid=pid, ppid=1, uid=1000, gid=1000, command="x",
+                                        begin_time=T0, elapsed_seconds=1.0,
+                                        user_cpu_seconds=0.5, system_cpu_seconds=0.0))
+
+    path = tmp_path / "pacct"
+    path.write_bytes(record(1) + record(2))
+    main = AccountingReader(str(path), start_at_end=False)
+    assert [r.pid for r in main.read_new().records] == [1, 2]
+    with open(path, "rb") as handle:
+        copies = [main.independent_reader(),
+                  AccountingReader(file=handle, start_at_end=True).independent_reader()]
+        with open(path, "ab") as out:
+            out.write(record(3))
+        assert [r.pid for r in copies[0].read_new().records] == [3]
+        assert [r.pid for r in copies[1].read_new().records] == [3]
+        assert [r.pid for r in main.read_new().records] == [3]
+        assert copies[0].read_new().records == []
+        for copy in copies:
+            copy.close()
+    main.close()
