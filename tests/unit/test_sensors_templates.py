@@ -216,3 +216,17 @@ def test_a_second_accounting_reader_has_its_own_offset(tmp_path):
         for copy in copies:
             copy.close()
     main.close()
+
+
+def test_weights_stay_exact_across_hundreds_of_half_lives():
+    hour = 3600.0
+    histogram = DemandHistogram(hour)
+    histogram.add(1.0, T0)
+    histogram.add(3.0, T0 + 300 * hour)  # far enough for the internal reference to move
+    histogram.add(5.0, T0 + 301 * hour)
+    assert histogram.n == pytest.approx(1.5, rel=1e-12)
+    assert histogram.sum_seconds == pytest.approx(1.5 + 5.0, rel=1e-12)
+    assert histogram.sparse_counts() == (
+        (bin_index(1.0), pytest.approx(0.0, abs=1e-80)),
+        (bin_index(3.0), pytest.approx(0.5, rel=1e-12)),
+        (bin_index(5.0), pytest.approx(1.0, rel=1e-12)))
