@@ -228,7 +228,7 @@ class CapacityRecorder:
     source: CapacitySource
     clock: Clock
     interval_seconds: float = 60.0
-    skipped_intervals: int = 0
+    skipped_intervals: int = field(default=0, init=False)
     _last: CapacitySample | None = field(default=None, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
