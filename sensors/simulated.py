@@ -15,7 +15,7 @@ from __future__ import annotations
 import csv
 import heapq
 import math
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 from sensors.accounting import AccountingBatch, AcctRecord
@@ -25,6 +25,8 @@ from sensors.cpu import CpuSample
 from sensors.errors import InvalidArgumentError
 from sensors.measurement import HostSensor
 from sensors.processes import ProcessFilter, ProcessInfo, ProcessKey
+from sensors.running import RunningSampler
+from sensors.templates import TemplateBook, TemplateFeeder
 
 TICKS_PER_SECOND = 100
 _FIRST_PID = 300
@@ -186,6 +188,21 @@ class SimulatedHost:
         """A HostSensor reading this host (``accounting=False``: fork-counter fallback)."""
         return HostSensor(processes=self, cpu=self, accounting=self if accounting else None,
                           clock=self.clock, process_filter=process_filter or ProcessFilter())
+
+    def running_sampler(self, process_filter: ProcessFilter | None = None, *,
+                        max_jobs: int = 64,
+                        hasher: Callable[[str], str] | None = None) -> RunningSampler:
+        """Snapshots of the jobs in this host's system (its exact state)."""
+        return RunningSampler(self, process_filter or ProcessFilter(), self.clock,
+                              self.run_queue_length, max_jobs=max_jobs, hasher=hasher,
+                              name_of_uid=self.user_name)
+
+    def template_feeder(self, book: TemplateBook, process_filter: ProcessFilter | None = None,
+                        *, hasher: Callable[[str], str] | None = None) -> TemplateFeeder:
+        """A feeder with its own cursor over this host's finished jobs (from now on)."""
+        return TemplateFeeder(self.open_accounting_cursor(), book,
+                              process_filter or ProcessFilter(), name_of_uid=self.user_name,
+                              hasher=hasher)
 
     # -- the three interfaces ---------------------------------------------------------------
 

@@ -121,13 +121,12 @@ def _child(duration_seconds: float, accounting: str, state_dir: str) -> None:
 
     keep_numpy_out()  # as the real agent does: the sensor itself never needs numpy
     from ghs.config import SensorConfig
-    from sensors.capacity import CapacityRecorder, ProcCapacitySource
+    from sensors.capacity import CapacityRecorder
     from sensors.clock import SystemClock
     from sensors.host import LocalSensor, options_from
-    from sensors.running import RunningSampler, read_run_queue_length, user_name
     from sensors.sampler import AdaptiveSampler
     from sensors.store import SensorStore
-    from sensors.templates import TemplateBook, TemplateFeeder
+    from sensors.templates import TemplateBook
 
     settings = SensorConfig()
     options = options_from(settings)
@@ -139,8 +138,7 @@ def _child(duration_seconds: float, accounting: str, state_dir: str) -> None:
         store = SensorStore(os.path.join(state_dir, "sensor.db"),
                             retention_days=settings.retention_days)
         counts = {"capacity_intervals": 0, "running_snapshots": 0, "template_jobs": 0}
-        running = RunningSampler(local.processes, local.process_filter, clock,
-                                 read_run_queue_length, max_jobs=settings.running_max_jobs)
+        running = local.running_sampler(max_jobs=settings.running_max_jobs)
 
         def on_measurement(_measurement: object) -> None:
             running.snapshot()
@@ -152,15 +150,11 @@ def _child(duration_seconds: float, accounting: str, state_dir: str) -> None:
                                   max_per_hour=settings.max_per_hour,
                                   window_hours=settings.window_hours,
                                   on_measurement=on_measurement)
-        recorder = CapacityRecorder(
-            ProcCapacitySource(local.processes, local.process_filter, clock), clock,
-            settings.capacity_interval_seconds)
-        feeder = None
-        if local.session.reader is not None:
-            feeder = TemplateFeeder(local.session.reader.independent_reader(),
-                                    TemplateBook(settings.template_half_life_seconds,
-                                                 max_keys=settings.template_max_keys),
-                                    local.process_filter, name_of_uid=user_name)
+        capacity_source = local.capacity_source()
+        recorder = CapacityRecorder(capacity_source, clock, settings.capacity_interval_seconds)
+        feeder = local.template_feeder(
+            TemplateBook(settings.template_half_life_seconds, max_keys=settings.template_max_keys),
+            excluded_pids=capacity_source.excluded_pids)
 
         def on_interval(_interval: object) -> None:
             counts["capacity_intervals"] += 1

@@ -127,9 +127,8 @@ def test_the_feeder_reads_every_finished_job_independently_of_the_measurements()
     host = SimulatedHost(rows, clock=clock, boot_time=T0)
     sensor = host.sensor()
     book = TemplateBook(DAY)
-    feeder = TemplateFeeder(host.open_accounting_cursor(), book,
-                            build_filter(users_deny=["backup"], resolve_uid=host.uid_of),
-                            name_of_uid=host.user_name)
+    feeder = host.template_feeder(
+        book, build_filter(users_deny=["backup"], resolve_uid=host.uid_of))
     clock.advance(100)
     start = sensor.begin()  # the measurement skips what finished before it
     clock.advance(50)
