@@ -8,6 +8,11 @@ first come, first served by the cores (an M/G/c queue for Poisson input); the me
 code does not depend on the discipline. The host advances lazily to ``clock.now()`` whenever
 it is read, so the stream can be an endless generator and the sampler, the store and the
 agent run on it unchanged, days of virtual time in seconds.
+
+It is also an exact capacity source (each job keeps the core it ran on, so per-core idle
+time is integrated exactly; there are no remote tasks), reports the jobs in its system as
+the run queue, and lends further independent readers of its accounting records
+(:meth:`SimulatedHost.open_accounting_cursor`) for the demand templates.
 """
 
 from __future__ import annotations
