@@ -229,3 +229,19 @@ def test_weights_stay_exact_across_hundreds_of_half_lives():
         (bin_index(1.0), pytest.approx(0.0, abs=1e-80)),
         (bin_index(3.0), pytest.approx(0.5, rel=1e-12)),
         (bin_index(5.0), pytest.approx(1.0, rel=1e-12)))
+
+
+def test_hashed_identities_key_the_templates():
+    from sensors.running import IdentityHasher
+
+    hasher = IdentityHasher(b"0123456789abcdef-site-key")
+    clock = VirtualClock(T0)
+    host = SimulatedHost([(T0, 1.0, "ann", "render"), (T0 + 5, 2.0, "ann", "render")],
+                         clock=clock, boot_time=T0)
+    book = TemplateBook(DAY)
+    feeder = host.template_feeder(book, hasher=hasher)
+    clock.advance(10)
+    assert feeder.poll() == 2
+    histogram = book.histogram("command", hasher("ann"), hasher("render"))
+    assert histogram.sum_seconds == pytest.approx(3.0, rel=1e-4)
+    assert book.histogram("user", "ann") is None
