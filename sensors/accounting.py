@@ -209,6 +209,22 @@ class AccountingReader:
     def close(self) -> None:
         self._file.close()
 
+    def independent_reader(self) -> AccountingReader:
+        """A second reader of the same file with its own offset, starting where this one is.
+
+        For a reader given an open file, the copy reopens it through ``/proc/self/fd`` (a
+        new open file description, so the two never share a file position). When the file
+        is truncated (the sensor's own file past its size bound) records this reader had
+        not read yet are lost to it, and its next batch says ``truncated``.
+        """
+        if self.path is not None:
+            copy = AccountingReader(self.path, start_at_end=False)
+        else:
+            copy = AccountingReader(file=self._open(f"/proc/self/fd/{self._file.fileno()}"),
+                                    start_at_end=False)
+        copy.offset = self.offset
+        return copy
+
     def _size(self) -> int:
         return os.fstat(self._file.fileno()).st_size
 

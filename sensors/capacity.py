@@ -159,6 +159,11 @@ class ProcCapacitySource:
         self._previous: dict[ProcessKey, ProcessInfo] | None = None
         self._previous_epoch = -math.inf
         self._remote_cpu: dict[int, float] = {}
+        self._excluded: frozenset[int] = frozenset()
+
+    def excluded_pids(self) -> frozenset[int]:
+        """The agent's, remote tasks' and their descendants' pids at the last sample."""
+        return self._excluded
 
     def _read_stat(self) -> str:
         try:
@@ -171,6 +176,7 @@ class ProcCapacitySource:
     def _remote_delta(self, now_epoch: float) -> None:
         snapshot = self.processes.snapshot()
         classified = self.classifier.classify(snapshot)
+        self._excluded = classified.excluded_pids
         remote = _remote_pids(snapshot, classified.excluded_pids, self.filter.exclude_pids)
         current = {key: info for key, info in snapshot.items() if info.pid in remote}
         before = self._previous
@@ -228,7 +234,7 @@ class CapacityRecorder:
     source: CapacitySource
     clock: Clock
     interval_seconds: float = 60.0
-    skipped_intervals: int = 0
+    skipped_intervals: int = field(default=0, init=False)
     _last: CapacitySample | None = field(default=None, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 

@@ -7,14 +7,17 @@ User lists may be given as sequences or as comma-separated text.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Any
 
 from sensors.accounting_control import AccountingSession
+from sensors.capacity import ProcCapacitySource
 from sensors.clock import Clock
 from sensors.cpu import ProcStatSource
 from sensors.measurement import HostSensor, Measurement
 from sensors.processes import ProcfsProcessSource, build_filter
+from sensors.running import RunningSampler, read_run_queue_length, user_name
+from sensors.templates import TemplateBook, TemplateFeeder
 
 LOCAL_SENSOR_OPTIONS = (
     "accounting", "accounting_path", "accounting_existing", "accounting_candidates",
@@ -80,6 +83,32 @@ class LocalSensor:
                                  accounting=self.session.reader, clock=self.clock,
                                  process_filter=self.process_filter, accounting_flags=flags)
         return self.sensor
+
+    def capacity_source(self) -> ProcCapacitySource:
+        """The capacity source of this machine, with the sensor's filter (remote tasks)."""
+        return ProcCapacitySource(self.processes, self.process_filter, self.clock,
+                                  self.processes.proc_root,
+                                  ticks_per_second=self.processes.ticks_per_second)
+
+    def running_sampler(self, *, max_jobs: int,
+                        hasher: Callable[[str], str] | None = None) -> RunningSampler:
+        """Running-jobs snapshots of this machine, with the sensor's filter."""
+        proc_root = self.processes.proc_root
+        return RunningSampler(self.processes, self.process_filter, self.clock,
+                              lambda: read_run_queue_length(proc_root), max_jobs=max_jobs,
+                              hasher=hasher)
+
+    def template_feeder(self, book: TemplateBook, *,
+                        hasher: Callable[[str], str] | None = None,
+                        excluded_pids: Callable[[], Collection[int]] = frozenset
+                        ) -> TemplateFeeder | None:
+        """A feeder reading accounting independently of the measurements (None without
+        accounting; open the sensor first). ``excluded_pids``: e.g. a capacity source's."""
+        reader = self.session.reader
+        if reader is None:
+            return None
+        return TemplateFeeder(reader.independent_reader(), book, self.process_filter,
+                              name_of_uid=user_name, hasher=hasher, excluded_pids=excluded_pids)
 
     def measure(self, interval_seconds: float) -> Measurement:
         if self.sensor is None:

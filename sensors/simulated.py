@@ -8,6 +8,11 @@ first come, first served by the cores (an M/G/c queue for Poisson input); the me
 code does not depend on the discipline. The host advances lazily to ``clock.now()`` whenever
 it is read, so the stream can be an endless generator and the sampler, the store and the
 agent run on it unchanged, days of virtual time in seconds.
+
+It is also an exact capacity source (each job keeps the core it ran on, so per-core idle
+time is integrated exactly; there are no remote tasks), reports the jobs in its system as
+the run queue, and lends further independent readers of its accounting records
+(:meth:`SimulatedHost.open_accounting_cursor`) for the demand templates.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ import functools
 import heapq
 import math
 import threading
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 from sensors.accounting import AccountingBatch, AcctRecord
@@ -27,6 +32,8 @@ from sensors.cpu import CpuSample
 from sensors.errors import InvalidArgumentError
 from sensors.measurement import HostSensor
 from sensors.processes import ProcessFilter, ProcessInfo, ProcessKey
+from sensors.running import RunningSampler
+from sensors.templates import TemplateBook, TemplateFeeder
 
 TICKS_PER_SECOND = 100
 _FIRST_PID = 300
@@ -201,6 +208,21 @@ class SimulatedHost:
         """A HostSensor reading this host (``accounting=False``: fork-counter fallback)."""
         return HostSensor(processes=self, cpu=self, accounting=self if accounting else None,
                           clock=self.clock, process_filter=process_filter or ProcessFilter())
+
+    def running_sampler(self, process_filter: ProcessFilter | None = None, *,
+                        max_jobs: int = 64,
+                        hasher: Callable[[str], str] | None = None) -> RunningSampler:
+        """Snapshots of the jobs in this host's system (its exact state)."""
+        return RunningSampler(self, process_filter or ProcessFilter(), self.clock,
+                              self.run_queue_length, max_jobs=max_jobs, hasher=hasher,
+                              name_of_uid=self.user_name)
+
+    def template_feeder(self, book: TemplateBook, process_filter: ProcessFilter | None = None,
+                        *, hasher: Callable[[str], str] | None = None) -> TemplateFeeder:
+        """A feeder with its own cursor over this host's finished jobs (from now on)."""
+        return TemplateFeeder(self.open_accounting_cursor(), book,
+                              process_filter or ProcessFilter(), name_of_uid=self.user_name,
+                              hasher=hasher)
 
     # -- the three interfaces ---------------------------------------------------------------
 

@@ -2,7 +2,7 @@
 
 A core's speed drifts (frequency scaling, thermal limits, a neighbour VM), so tau measured
 once at start-up goes stale. :func:`idle_priority_tau` runs :func:`sensors.speed.benchmark_tau`
-in a forked child at ``SCHED_IDLE`` (or nice 19 where that policy is unavailable), so it only
+in a child process at ``SCHED_IDLE`` (or nice 19 where that policy is unavailable), so it only
 uses CPU the owners leave, and times it in the child's own CPU seconds, so waiting for the
 CPU does not make the host look slower. A child starved past ``timeout_seconds`` is killed
 and the refresh skipped (None). :class:`TauRefresher` calls it every ``interval_seconds`` of
@@ -12,16 +12,15 @@ relative change) from the last value reported, so slow drifts add up to a report
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 import os
-import select
-import signal
+import subprocess
+import sys
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 from sensors.clock import Clock, sleep_until
 from sensors.errors import BenchmarkError, InvalidArgumentError
@@ -39,44 +38,31 @@ def _lowest_priority() -> str:
         return "nice19"
 
 
-def idle_priority_tau(runs: int = 5, *, timeout_seconds: float = 120.0) -> SpeedResult | None:
-    """tau benchmarked in a child at the lowest priority; None if it did not finish in time."""
-    read_fd, write_fd = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the child; coverage cannot follow it
-        code = 1
-        try:
-            os.close(read_fd)
-            policy = _lowest_priority()
-            result = benchmark_tau(runs)
-            os.write(write_fd, json.dumps({"tau": result.tau, "best": result.best_seconds,
-                                           "runs": result.runs, "policy": policy}).encode())
-            code = 0
-        finally:
-            os._exit(code)
-    os.close(write_fd)
+def idle_priority_tau(runs: int = 5, *, timeout_seconds: float = 120.0,
+                      python: str = sys.executable) -> SpeedResult | None:
+    """tau benchmarked in a child at the lowest priority; None if it did not finish in time.
+
+    The child is a fresh interpreter (``python -m sensors.tau_refresh``), not a fork, so it
+    is safe from a multi-threaded agent.
+    """
+    if isinstance(runs, bool) or not isinstance(runs, int) or not 1 <= runs <= 100:
+        raise InvalidArgumentError(f"runs must be an integer in [1, 100], got {runs!r}",
+                                   field="runs", value=runs)
+    root = str(Path(__file__).resolve().parents[1])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [root, *filter(None, [os.environ.get("PYTHONPATH")])])}
     try:
-        deadline = time.monotonic() + timeout_seconds
-        chunks = []
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return None
-            ready, _, _ = select.select([read_fd], [], [], remaining)
-            if not ready:
-                return None
-            data = os.read(read_fd, 4096)
-            if not data:
-                break
-            chunks.append(data)
-    finally:
-        os.close(read_fd)
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-        os.waitpid(pid, 0)
-    if not chunks:
-        raise BenchmarkError("the idle-priority speed benchmark failed")
-    report = json.loads(b"".join(chunks))
+        done = subprocess.run([python, "-m", "sensors.tau_refresh", str(runs)],
+                              stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                              timeout=timeout_seconds, env=env, check=False)
+    except subprocess.TimeoutExpired:
+        return None
+    except OSError as exc:
+        raise BenchmarkError(f"cannot start the speed benchmark: {exc}") from None
+    if done.returncode != 0:
+        raise BenchmarkError(f"the idle-priority speed benchmark failed: "
+                             f"{done.stderr.strip()[-500:]}")
+    report = json.loads(done.stdout)
     return SpeedResult(report["tau"], "benchmark_" + report["policy"], report["best"],
                        report["runs"])
 
@@ -142,3 +128,10 @@ class TauRefresher:
             if change is not None:
                 on_change(change)
             due = self.clock.now() + self.interval_seconds
+
+
+if __name__ == "__main__":
+    _policy = _lowest_priority()
+    _result = benchmark_tau(int(sys.argv[1]))
+    print(json.dumps({"tau": _result.tau, "best": _result.best_seconds, "runs": _result.runs,
+                      "policy": _policy}))

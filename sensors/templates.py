@@ -43,6 +43,11 @@ _EDGES = (0.0, LOW_SECONDS,
           HIGH_SECONDS, math.inf)
 
 
+_N, _SUM, _SUMSQ = -1, -2, -3
+_NAME_CACHE_SIZE = 4096
+_REBASE_HALF_LIVES = 256.0  # 2 ** 256 is far from a double's limit, and rebasing is rare
+
+
 def bin_edges_seconds() -> tuple[float, ...]:
     """The ``BIN_COUNT + 1`` bin edges in CPU seconds: 0, LOW, ..., HIGH, inf."""
     return _EDGES
@@ -62,33 +67,41 @@ def _positive(name: str, value: float) -> float:
 
 
 class DemandHistogram:
-    """Decayed counts per bin, with weighted n, sum and sum of squares, as of a time."""
+    """Decayed counts per bin, with weighted n, sum and sum of squares, as of a time.
 
-    __slots__ = ("as_of_epoch", "counts", "half_life_seconds", "n", "sum_seconds",
-                 "sumsq_seconds")
+    Internally weights are kept forward-decayed against a reference time (a job at t weighs
+    2 ** ((t - ref) / half_life)), so adding a job is O(1) and reading converts to
+    ``as_of_epoch``; the reference moves forward before the weights could overflow.
+    """
 
-    def __init__(self, half_life_seconds: float, as_of_epoch: float = -math.inf) -> None:
+    __slots__ = ("_raw", "_ref", "as_of_epoch", "half_life_seconds")
+
+    def __init__(self, half_life_seconds: float) -> None:
         self.half_life_seconds = _positive("half_life_seconds", half_life_seconds)
-        self.as_of_epoch = as_of_epoch
-        self.counts: dict[int, float] = {}
-        self.n = 0.0
-        self.sum_seconds = 0.0
-        self.sumsq_seconds = 0.0
+        self.as_of_epoch = -math.inf
+        self._ref: float | None = None
+        # bin -> weight, plus "n", "sum" and "sumsq" under negative keys
+        self._raw: dict[int, float] = {}
 
-    def _weight(self, from_epoch: float, to_epoch: float) -> float:
-        return 2.0 ** (-(to_epoch - from_epoch) / self.half_life_seconds)
+    def _frame(self, epoch: float) -> float:
+        """The weight, in the current frame, of something with weight 1 at ``epoch``."""
+        if self._ref is None:
+            self._ref = epoch
+        elif (epoch - self._ref) / self.half_life_seconds > _REBASE_HALF_LIVES:
+            factor = 2.0 ** ((self._ref - epoch) / self.half_life_seconds)
+            self._raw = {key: value * factor for key, value in self._raw.items()}
+            self._ref = epoch
+        return 2.0 ** ((epoch - self._ref) / self.half_life_seconds)
+
+    def _now(self) -> float:
+        """Multiplier from the frame to weights as of ``as_of_epoch``."""
+        if self._ref is None:
+            return 0.0
+        return 2.0 ** ((self._ref - self.as_of_epoch) / self.half_life_seconds)
 
     def decay_to(self, epoch: float) -> None:
         """Move the weights' reference time forward to ``epoch`` (never back)."""
-        if epoch <= self.as_of_epoch:
-            return
-        if self.n and math.isfinite(self.as_of_epoch):
-            factor = self._weight(self.as_of_epoch, epoch)
-            self.counts = {i: c * factor for i, c in self.counts.items()}
-            self.n *= factor
-            self.sum_seconds *= factor
-            self.sumsq_seconds *= factor
-        self.as_of_epoch = epoch
+        self.as_of_epoch = max(self.as_of_epoch, epoch)
 
     def add(self, cpu_seconds: float, epoch: float) -> None:
         """One job of ``cpu_seconds`` demand that ended at ``epoch``."""
@@ -96,15 +109,14 @@ class DemandHistogram:
             raise InvalidArgumentError(f"a job needs finite cpu_seconds >= 0 and a finite "
                                        f"time, got {cpu_seconds!r} at {epoch!r}",
                                        field="cpu_seconds", value=cpu_seconds)
-        self.decay_to(epoch)
-        self._add_weighted(bin_index(cpu_seconds), self._weight(epoch, self.as_of_epoch),
-                           cpu_seconds)
-
-    def _add_weighted(self, index: int, weight: float, cpu_seconds: float) -> None:
-        self.counts[index] = self.counts.get(index, 0.0) + weight
-        self.n += weight
-        self.sum_seconds += weight * cpu_seconds
-        self.sumsq_seconds += weight * cpu_seconds * cpu_seconds
+        weight = self._frame(epoch)
+        raw = self._raw
+        index = bin_index(cpu_seconds)
+        raw[index] = raw.get(index, 0.0) + weight
+        raw[_N] = raw.get(_N, 0.0) + weight
+        raw[_SUM] = raw.get(_SUM, 0.0) + weight * cpu_seconds
+        raw[_SUMSQ] = raw.get(_SUMSQ, 0.0) + weight * cpu_seconds * cpu_seconds
+        self.as_of_epoch = max(self.as_of_epoch, epoch)
 
     def merge(self, counts: Iterable[tuple[int, float]], n: float, sum_seconds: float,
               sumsq_seconds: float, as_of_epoch: float) -> None:
@@ -112,34 +124,55 @@ class DemandHistogram:
         if not math.isfinite(as_of_epoch):
             raise InvalidArgumentError(f"as_of_epoch must be finite, got {as_of_epoch!r}",
                                        field="as_of_epoch", value=as_of_epoch)
-        self.decay_to(as_of_epoch)
-        factor = self._weight(as_of_epoch, self.as_of_epoch)
+        checked = []
         for index, count in counts:
             if not (isinstance(index, int) and 0 <= index < BIN_COUNT and count >= 0):
                 raise InvalidArgumentError(f"bad histogram bin ({index!r}, {count!r})",
                                            field="counts", value=(index, count))
-            self.counts[index] = self.counts.get(index, 0.0) + count * factor
-        self.n += n * factor
-        self.sum_seconds += sum_seconds * factor
-        self.sumsq_seconds += sumsq_seconds * factor
+            checked.append((index, count))
+        weight = self._frame(as_of_epoch)
+        raw = self._raw
+        for index, count in [*checked, (_N, n), (_SUM, sum_seconds), (_SUMSQ, sumsq_seconds)]:
+            raw[index] = raw.get(index, 0.0) + count * weight
+        self.as_of_epoch = max(self.as_of_epoch, as_of_epoch)
+
+    @property
+    def n(self) -> float:
+        """Weighted number of jobs as of ``as_of_epoch``."""
+        return self._raw.get(_N, 0.0) * self._now()
+
+    @property
+    def sum_seconds(self) -> float:
+        return self._raw.get(_SUM, 0.0) * self._now()
+
+    @property
+    def sumsq_seconds(self) -> float:
+        return self._raw.get(_SUMSQ, 0.0) * self._now()
+
+    def sparse_counts(self) -> tuple[tuple[int, float], ...]:
+        """(bin, weight as of ``as_of_epoch``) for the bins holding any job, in bin order."""
+        factor = self._now()
+        return tuple((i, c * factor) for i, c in sorted(self._raw.items()) if i >= 0)
 
     def dense_counts(self) -> list[float]:
         """All ``BIN_COUNT`` counts in bin order (pairs with :func:`bin_edges_seconds`)."""
-        return [self.counts.get(i, 0.0) for i in range(BIN_COUNT)]
-
-    def sparse_counts(self) -> tuple[tuple[int, float], ...]:
-        return tuple(sorted(self.counts.items()))
+        dense = [0.0] * BIN_COUNT
+        for index, count in self.sparse_counts():
+            dense[index] = count
+        return dense
 
     @property
     def mean_seconds(self) -> float | None:
-        return self.sum_seconds / self.n if self.n > 0 else None
+        n = self._raw.get(_N, 0.0)
+        return self._raw.get(_SUM, 0.0) / n if n > 0 else None
 
     @property
     def variance_seconds2(self) -> float | None:
-        if not self.n > 0:
+        n = self._raw.get(_N, 0.0)
+        if not n > 0:
             return None
-        mean = self.sum_seconds / self.n
-        return max(self.sumsq_seconds / self.n - mean * mean, 0.0)
+        mean = self._raw.get(_SUM, 0.0) / n
+        return max(self._raw.get(_SUMSQ, 0.0) / n - mean * mean, 0.0)
 
 
 class TemplateUpdate(NamedTuple):
@@ -262,6 +295,9 @@ class TemplateFeeder:
         self.excluded_pids = excluded_pids
         self.records_read = 0
         self.records_lost = False
+        # uid -> name and (user, command) -> hashed names: password lookups and HMACs cost
+        # more than the histogram update, and a host has few distinct ones.
+        self._names: dict[tuple[int, str], tuple[str, str]] = {}
 
     def poll(self) -> int:
         """Read the new records into the book; returns how many were added."""
@@ -272,12 +308,22 @@ class TemplateFeeder:
         added = 0
         for record in batch.records:
             if self._counts(record, excluded):
-                user, command = self.name_of_uid(record.uid), record.command
-                if self.hasher is not None:
-                    user, command = self.hasher(user), self.hasher(command)
+                user, command = self._identity(record.uid, record.command)
                 self.book.add(user, command, record.cpu_seconds, record.end_time)
                 added += 1
         return added
+
+    def _identity(self, uid: int, command: str) -> tuple[str, str]:
+        key = (uid, command)
+        found = self._names.get(key)
+        if found is None:
+            if len(self._names) >= _NAME_CACHE_SIZE:
+                self._names.clear()
+            user = self.name_of_uid(uid)
+            found = ((user, command) if self.hasher is None
+                     else (self.hasher(user), self.hasher(command)))
+            self._names[key] = found
+        return found
 
     def _counts(self, record: AcctRecord, excluded: Collection[int]) -> bool:
         if record.pid in self.filter.exclude_pids or record.ppid in self.filter.exclude_pids:

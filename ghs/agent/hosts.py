@@ -25,12 +25,10 @@ from ghs import __version__
 from ghs.agent.streams import HostStreams, TauHolder
 from ghs.config import SensorConfig
 from ghs.record import HostIdentity, wire_fields
-from sensors.accounting import AccountingReader, AccountingSource
-from sensors.capacity import CapacityRecorder, CapacitySource, ProcCapacitySource
+from sensors.capacity import CapacityRecorder, CapacitySource
 from sensors.clock import AcceleratedClock, Clock, SystemClock
 from sensors.host import LocalSensor, options_from
-from sensors.processes import ProcessFilter, ProcessSource
-from sensors.running import RunningSampler, identity_hasher, read_run_queue_length, user_name
+from sensors.running import RunningSampler, identity_hasher
 from sensors.sampler import AdaptiveSampler
 from sensors.simulated import SimulatedHost
 from sensors.speed import resolve_tau
@@ -106,36 +104,31 @@ def _sampler(sensor: Any, store: SensorStore, clock: Clock, rng: random.Random,
         on_measurement=lambda m: sink.add(host_id, wire_fields(m, tau())))
 
 
-def host_streams(host_id: str, settings: SensorConfig, *, capacity: CapacitySource,
-                 processes: ProcessSource, process_filter: ProcessFilter, clock: Clock,
-                 run_queue_length: Callable[[], int], accounting: AccountingSource | None,
-                 name_of_uid: Callable[[int], str], sink: RecordSink,
-                 closers: tuple[Callable[[], None], ...] = ()) -> HostStreams:
-    """The capacity, running-jobs and template streams of one host (real or simulated)."""
+def _streams(host_id: str, settings: SensorConfig, clock: Clock, sink: RecordSink, *,
+             capacity: CapacitySource, running: Callable[..., RunningSampler],
+             feeder: Callable[..., TemplateFeeder | None]) -> HostStreams:
+    """A host's capacity, running-jobs and template streams, from its sensor's factories
+    (the same for this machine and for simulated ones)."""
     hasher = identity_hasher(settings.hash_identities, settings.identity_key_path)
-    book = feeder = None
-    if accounting is not None:
-        book = TemplateBook(settings.template_half_life_seconds,
-                            max_keys=settings.template_max_keys)
-        feeder = TemplateFeeder(accounting, book, process_filter, name_of_uid=name_of_uid,
-                                hasher=hasher)
+    book = TemplateBook(settings.template_half_life_seconds,
+                        max_keys=settings.template_max_keys)
+    templates = feeder(book, hasher=hasher)
+    closers = ()
+    if templates is not None and hasattr(templates.source, "close"):
+        closers = (templates.source.close,)
     return HostStreams(
         host_id=host_id,
         recorder=CapacityRecorder(capacity, clock, settings.capacity_interval_seconds),
-        running=RunningSampler(processes, process_filter, clock, run_queue_length,
-                               max_jobs=settings.running_max_jobs, hasher=hasher,
-                               name_of_uid=name_of_uid),
-        sink=sink.add_many, feeder=feeder, book=book, closers=closers)
+        running=running(max_jobs=settings.running_max_jobs, hasher=hasher),
+        sink=sink.add_many, feeder=templates, book=None if templates is None else book,
+        closers=closers)
 
 
 def simulated_streams(host_id: str, simulated: SimulatedHost, settings: SensorConfig,
                       clock: Clock, sink: RecordSink) -> HostStreams:
     """Streams of a simulated host: its exact capacity, jobs and finished-job records."""
-    cursor = simulated.open_accounting_cursor()
-    return host_streams(host_id, settings, capacity=simulated, processes=simulated,
-                        process_filter=ProcessFilter(), clock=clock,
-                        run_queue_length=simulated.run_queue_length, accounting=cursor,
-                        name_of_uid=simulated.user_name, sink=sink, closers=(cursor.close,))
+    return _streams(host_id, settings, clock, sink, capacity=simulated,
+                    running=simulated.running_sampler, feeder=simulated.template_feeder)
 
 
 def local_host(settings: SensorConfig, *, host_id: str | None, store_path: str | None,
@@ -163,15 +156,15 @@ def local_host(settings: SensorConfig, *, host_id: str | None, store_path: str |
     holder = TauHolder(tau, refresher)
     sampler = _sampler(sensor, store, clock, random.Random(seed), settings, name, holder, sink,
                        interval_seconds)
-    reader = getattr(sensor.session.reader, "path", None)
-    templates_source = AccountingReader(reader) if reader else None
-    streams = host_streams(
-        name, settings, capacity=ProcCapacitySource(sensor.processes, sensor.process_filter,
-                                                    clock, "/proc"),
-        processes=sensor.processes, process_filter=sensor.process_filter, clock=clock,
-        run_queue_length=lambda: read_run_queue_length("/proc"),
-        accounting=templates_source, name_of_uid=user_name, sink=sink,
-        closers=(templates_source.close,) if templates_source is not None else ())
+    capacity = sensor.capacity_source()
+
+    def feeder(book: TemplateBook, *, hasher: Callable[[str], str] | None
+               ) -> TemplateFeeder | None:
+        return sensor.template_feeder(book, hasher=hasher,
+                                      excluded_pids=capacity.excluded_pids)
+
+    streams = _streams(name, settings, clock, sink, capacity=capacity,
+                       running=sensor.running_sampler, feeder=feeder)
     return MeasuringHost(identity, sampler, [store.close, sensor.close], streams, holder)
 
 

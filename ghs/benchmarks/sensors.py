@@ -3,7 +3,11 @@
 :func:`sensor_overhead` starts ``python -m ghs.benchmarks.sensors`` as a child, which runs the
 adaptive sampler with the default sensor settings (interval, hourly bounds; with no history
 the first hour takes the upper bound, the most expensive steady state) and accounting on into
-its own file, storing measurements in a temporary store. The parent watches the child with
+its own file, storing measurements in a temporary store. It runs the agent's own host code
+(``ghs.agent.hosts.local_host``): beside the sampler, the capacity series at its cadence with a
+running-jobs snapshot and the demand templates (from a second accounting reader) each
+interval, every record written into an outbox as the agent does (nothing is sent). The parent
+watches the child with
 psutil: CPU seconds between the child's "ready" (imports and set-up done) and "done" lines
 over the wall time between them, and the peak resident set size.
 
@@ -17,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import random
 import resource
 import subprocess
 import sys
@@ -38,7 +41,7 @@ def sensor_overhead(duration_seconds: float, *, accounting: str = "on",
 
     Keys: duration_seconds, cpu_percent (steady state, after start-up), cpu_seconds,
     startup_cpu_seconds, peak_rss_mb (including start-up), rss_mb (at the end), measurements,
-    accounting (own/shared/none), note.
+    capacity_intervals, running_snapshots, template_jobs, accounting (own/shared/none), note.
     """
     import psutil
 
@@ -100,6 +103,10 @@ def sensor_overhead(duration_seconds: float, *, accounting: str = "on",
         "peak_rss_mb": max(peak_rss, steady_rss, report["maxrss_kib"] * 1024) / _MB,
         "rss_mb": steady_rss / _MB,
         "measurements": report["measurements"],
+        "capacity_intervals": report["capacity_intervals"],
+        "capacity_interval_seconds": report["capacity_interval_seconds"],
+        "running_snapshots": report["running_snapshots"],
+        "template_jobs": report["template_jobs"],
         "interval_seconds": report["interval_seconds"],
         "max_per_hour": report["max_per_hour"],
         "accounting": report["accounting"],
@@ -116,38 +123,46 @@ def _child(duration_seconds: float, accounting: str, state_dir: str) -> None:
     from ghs.daemon import keep_numpy_out
 
     keep_numpy_out()  # as the real agent does: the sensor itself never needs numpy
-    from ghs.config import SensorConfig
-    from sensors.clock import SystemClock
-    from sensors.host import LocalSensor, options_from
-    from sensors.sampler import AdaptiveSampler
-    from sensors.store import SensorStore
+    import dataclasses
 
-    settings = SensorConfig()
-    options = options_from(settings)
-    options.update(accounting=accounting, accounting_path=os.path.join(state_dir, "pacct"))
+    from ghs.agent.hosts import local_host
+    from ghs.agent.outbox import Outbox
+    from ghs.config import SensorConfig
+
+    settings = dataclasses.replace(SensorConfig(), accounting=accounting,
+                                   accounting_path=os.path.join(state_dir, "pacct"))
     stop = threading.Event()
-    clock = SystemClock(stop)
-    with LocalSensor(clock=clock, exclude_pids=[os.getpid()], proc_root="/proc",
-                     remove_accounting_file=True, **options) as local:
-        store = SensorStore(os.path.join(state_dir, "sensor.db"),
-                            retention_days=settings.retention_days)
-        sampler = AdaptiveSampler(local, store, clock, random.Random(1),
-                                  interval_seconds=settings.interval_seconds,
-                                  min_per_hour=settings.min_per_hour,
-                                  max_per_hour=settings.max_per_hour,
-                                  window_hours=settings.window_hours)
+    # the agent's own host code, writing into an outbox as the agent does (nothing is sent)
+    outbox = Outbox(os.path.join(state_dir, "outbox.sqlite"))
+    host = local_host(settings, host_id="bench", store_path=os.path.join(state_dir, "store.db"),
+                      stop=stop, sink=outbox, seed=1)
+    try:
+        threads = [threading.Thread(target=loop, args=(stop,), daemon=True)
+                   for _, loop in host.tasks()]
         print("ready", flush=True)
-        timer = threading.Timer(duration_seconds, stop.set)
-        timer.start()
-        sampler.run(stop=stop)
+        for thread in threads:
+            thread.start()
+        stop.wait(duration_seconds)
+        stop.set()
+        for thread in threads:
+            thread.join(timeout=30)
+        counts = {stream: outbox.count(stream=stream)
+                  for stream in ("measurements", "capacity", "running", "templates")}
+        feeder = host.streams.feeder if host.streams is not None else None
         print(json.dumps({
-            "measurements": len(store.measurements()),
+            "capacity_intervals": counts["capacity"], "running_snapshots": counts["running"],
+            "template_updates": counts["templates"],
+            "template_jobs": 0 if feeder is None else feeder.records_read,
+            "capacity_interval_seconds": settings.capacity_interval_seconds,
+            "measurements": counts["measurements"],
             "maxrss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
-            "accounting": local.session.source,
+            "accounting": accounting,
             "interval_seconds": settings.interval_seconds,
             "max_per_hour": settings.max_per_hour,
         }), flush=True)
-        store.close()
+    finally:
+        host.close()
+        outbox.close()
 
 
 if __name__ == "__main__":
@@ -164,5 +179,7 @@ def show(console: Any, result: dict[str, Any]) -> None:
     console.print(
         f"sensor: {result['cpu_percent']:.3f}% of one core over "
         f"{result['duration_seconds']:.0f} s, peak {result['peak_rss_mb']:.1f} MB resident, "
-        f"{result['measurements']} measurements, accounting {result['accounting']}"
+        f"{result['measurements']} measurements, {result['capacity_intervals']} capacity "
+        f"intervals, {result['running_snapshots']} running snapshots, "
+        f"{result['template_jobs']} template jobs, accounting {result['accounting']}"
         + (f" ({result['note']})" if result.get("note") else ""))

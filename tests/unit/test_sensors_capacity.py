@@ -66,6 +66,7 @@ def test_idle_and_iowait_count_owners_time_never_remote_tasks_cpu_does(tmp_path)
     assert interval.per_core_available_cpu_seconds == pytest.approx((2.0, 3.0 + 4.5))
     assert interval.available_cpu_seconds == pytest.approx(9.5)
     assert interval.core_ids == (0, 1) and interval.flags == ()
+    assert interval.to_dict()["available_cpu_seconds"] == interval.available_cpu_seconds
 
 
 def test_remote_children_are_counted_and_a_new_remote_task_counts_from_its_start(tmp_path):

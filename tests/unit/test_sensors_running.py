@@ -12,6 +12,7 @@ from procfs_cores import BOOT, HZ, CoreProc
 
 from sensors.clock import VirtualClock
 from sensors.errors import InvalidArgumentError, ProcUnavailableError
+from sensors.host import LocalSensor
 from sensors.processes import ProcfsProcessSource, build_filter
 from sensors.running import (
     HASH_HEX_CHARS,
@@ -22,6 +23,7 @@ from sensors.running import (
     write_identity_key,
 )
 from sensors.simulated import SimulatedHost
+from sensors.templates import TemplateBook
 
 T0 = float(BOOT + 1000)
 KEY = b"0123456789abcdef-site-key"
@@ -118,8 +120,7 @@ def test_simulated_host_snapshot_is_every_job_in_the_system_with_its_cpu_so_far(
             (T0 + 20, 5.0, "ann", "ls"), (T0 + 30, 400.0, "bob", "sim")]
     clock = VirtualClock(T0)
     host = SimulatedHost(rows, clock=clock, cores=2, boot_time=T0)
-    sampler = RunningSampler(host, build_filter(resolve_uid=host.uid_of), clock,
-                             host.run_queue_length, name_of_uid=host.user_name)
+    sampler = host.running_sampler()
     clock.advance(40)
     snapshot = sampler.snapshot()
     # core 0: render 0-100; core 1: cc 10-60; ls waits for a core until 60; sim after it
@@ -127,3 +128,21 @@ def test_simulated_host_snapshot_is_every_job_in_the_system_with_its_cpu_so_far(
     assert got == {("ann", "render"): (40.0, 40.0), ("bob", "cc"): (30.0, 30.0),
                    ("ann", "ls"): (0.0, 20.0), ("bob", "sim"): (0.0, 10.0)}
     assert snapshot.run_queue_length == 4 and snapshot.epoch_seconds == T0 + 40
+
+
+def test_the_local_sensor_hands_out_capacity_running_and_template_pieces(tmp_path):
+    proc = CoreProc(tmp_path, cores={0: [0, 0, 0, 500, 0, 0, 0, 0]}, procs_running=2)
+    proc.add(1, uid=0, name="init", ppid=0, start=0)
+    proc.add(100, name="sim", state="R", utime=700, start=5000)
+    proc.write()
+    clock = VirtualClock(T0)
+    local = LocalSensor(clock=clock, exclude_pids=[], proc_root=str(tmp_path),
+                        accounting="off", accounting_path=str(tmp_path / "pacct"),
+                        accounting_existing="share", accounting_candidates="",
+                        accounting_max_bytes=1 << 20, users_allow="", users_deny="",
+                        remote_users="", remote_cgroup="", remote_marker="GHS_REMOTE_TASK")
+    with local:
+        assert local.capacity_source().capacity_sample().available_cpu_seconds == 5.0
+        snapshot = local.running_sampler(max_jobs=4).snapshot()
+        assert [j.command for j in snapshot.jobs] == ["sim"] and snapshot.run_queue_length == 1
+        assert local.template_feeder(TemplateBook(3600.0)) is None  # accounting is off

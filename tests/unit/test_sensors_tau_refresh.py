@@ -21,7 +21,10 @@ def test_the_benchmark_runs_in_a_child_at_the_lowest_priority():
     expected = "benchmark_sched_idle" if hasattr(os, "SCHED_IDLE") else "benchmark_nice19"
     assert result.source == expected
     assert os.sched_getscheduler(0) != getattr(os, "SCHED_IDLE", -1)  # not this process
+    assert os.getpriority(os.PRIO_PROCESS, 0) < 19
     assert idle_priority_tau(2, timeout_seconds=1e-4) is None  # a starved child is given up
+    with pytest.raises(InvalidArgumentError):
+        idle_priority_tau(0)
 
 
 def measured(values):

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sensors.accounting import AccountingBatch, AcctRecord
+from sensors.accounting import AccountingBatch, AccountingReader, AcctRecord, encode_record
 from sensors.clock import VirtualClock
 from sensors.errors import InvalidArgumentError
 from sensors.processes import build_filter
@@ -127,9 +127,8 @@ def test_the_feeder_reads_every_finished_job_independently_of_the_measurements()
     host = SimulatedHost(rows, clock=clock, boot_time=T0)
     sensor = host.sensor()
     book = TemplateBook(DAY)
-    feeder = TemplateFeeder(host.open_accounting_cursor(), book,
-                            build_filter(users_deny=["backup"], resolve_uid=host.uid_of),
-                            name_of_uid=host.user_name)
+    feeder = host.template_feeder(
+        book, build_filter(users_deny=["backup"], resolve_uid=host.uid_of))
     clock.advance(100)
     start = sensor.begin()  # the measurement skips what finished before it
     clock.advance(50)
@@ -192,3 +191,57 @@ def test_cursors_are_independent_and_records_are_trimmed_once_all_have_read():
     assert host._records == []
     late.skip_to_end()
     assert host.skip_to_end().records == []
+
+
+def test_a_second_accounting_reader_has_its_own_offset(tmp_path):
+    def record(pid):
+        return encode_record(AcctRecord(pid=pid, ppid=1, uid=1000, gid=1000, command="x",
+                                        begin_time=T0, elapsed_seconds=1.0,
+                                        user_cpu_seconds=0.5, system_cpu_seconds=0.0))
+
+    path = tmp_path / "pacct"
+    path.write_bytes(record(1) + record(2))
+    main = AccountingReader(str(path), start_at_end=False)
+    assert [r.pid for r in main.read_new().records] == [1, 2]
+    with open(path, "rb") as handle:
+        copies = [main.independent_reader(),
+                  AccountingReader(file=handle, start_at_end=True).independent_reader()]
+        with open(path, "ab") as out:
+            out.write(record(3))
+        assert [r.pid for r in copies[0].read_new().records] == [3]
+        assert [r.pid for r in copies[1].read_new().records] == [3]
+        assert [r.pid for r in main.read_new().records] == [3]
+        assert copies[0].read_new().records == []
+        for copy in copies:
+            copy.close()
+    main.close()
+
+
+def test_weights_stay_exact_across_hundreds_of_half_lives():
+    hour = 3600.0
+    histogram = DemandHistogram(hour)
+    histogram.add(1.0, T0)
+    histogram.add(3.0, T0 + 300 * hour)  # far enough for the internal reference to move
+    histogram.add(5.0, T0 + 301 * hour)
+    assert histogram.n == pytest.approx(1.5, rel=1e-12)
+    assert histogram.sum_seconds == pytest.approx(1.5 + 5.0, rel=1e-12)
+    assert histogram.sparse_counts() == (
+        (bin_index(1.0), pytest.approx(0.0, abs=1e-80)),
+        (bin_index(3.0), pytest.approx(0.5, rel=1e-12)),
+        (bin_index(5.0), pytest.approx(1.0, rel=1e-12)))
+
+
+def test_hashed_identities_key_the_templates():
+    from sensors.running import IdentityHasher
+
+    hasher = IdentityHasher(b"0123456789abcdef-site-key")
+    clock = VirtualClock(T0)
+    host = SimulatedHost([(T0, 1.0, "ann", "render"), (T0 + 5, 2.0, "ann", "render")],
+                         clock=clock, boot_time=T0)
+    book = TemplateBook(DAY)
+    feeder = host.template_feeder(book, hasher=hasher)
+    clock.advance(10)
+    assert feeder.poll() == 2
+    histogram = book.histogram("command", hasher("ann"), hasher("render"))
+    assert histogram.sum_seconds == pytest.approx(3.0, rel=1e-4)
+    assert book.histogram("user", "ann") is None
