@@ -70,13 +70,13 @@ class PlanSource:
         if not factors:
             if self._host_list is not None:
                 return schedule_hosts(self._host_list, work_seconds, self.config,
-                                      names=tuple(names), method=self.method)
+                                      names=tuple(names), method=self.method).result
             return self._client.schedule(work_seconds, self.method, hosts=tuple(names))
         hosts = (self._host_list.select(tuple(names)).hosts if self._host_list is not None
                  else tuple(h for h in self._client.hosts() if h.name in set(names)))
         corrected = tuple(replace(h, tau=h.tau * factors.get(h.name, 1.0)) for h in hosts)
         return schedule_hosts(HostList(corrected, ()), work_seconds, self.config,
-                              method=self.method)
+                              method=self.method).result
 
 
 def host_p90_seconds(plan: Plan, units: dict[str, int], work_per_item: float
