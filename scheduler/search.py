@@ -1,0 +1,216 @@
+"""The default machine-set selection (``auto``): exact when small, else a near-optimal search.
+
+The paper's Fig. 3 heuristic and the best capacity prefix both assume the best set is a prefix
+of the hosts sorted by (1 - rho) tau. It often is not: a fast host whose owners run long jobs
+adds more spread than its speed saves. The search weighs each host by what it costs the set's
+criterion against what it brings:
+
+- its *damage* at the set's current share scale: joining a set S with completion law F_S, host
+  k raises E[T] by exactly  int F_S (1 - F_k) dx  and E[T^2] by  int 2x F_S (1 - F_k) dx
+  (for a member, the same with S without k); to first order that moves E[T] + std[T] by
+  dE + (dE2 - 2 E dE) / (2 std);
+- its capacity (its share at that scale), which lowers every share when it joins.
+
+Hosts sorted by damage per capacity give an ordering whose best prefix is the next set; this
+repeats while it helps, and then single moves (drop one member, add one host, swap one for one)
+among the worst-scored members and best-scored outsiders, all of a round's moves in one batch,
+until none lowers the criterion. Every criterion that decides anything comes from the caller's
+set evaluator, the one the exact and prefix methods use, so a change to the completion model
+reaches every method at once; the damage scores only order the candidates.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from scheduler import completion
+
+if TYPE_CHECKING:  # the evaluator lives in scheduler.selection, which imports this module
+    from scheduler.selection import SetEvaluator
+
+# at or below this many candidates the exact branch and bound is cheap enough to be the answer
+EXACT_MAX_HOSTS = 12
+# prefixes of every size up to this many candidates; a geometric grid plus refinement beyond
+_ALL_PREFIXES = 64
+_GRID_SIZES = 12
+_REFINE_SIZES = 7
+_SIZE_SLACK = 0.2
+# later orderings try sizes near the current set's: within _NEAR when it is small, else
+# these multiples of it (a large set's criterion is flat in its size)
+_NEAR = 4
+_NEAR_FACTORS = np.array([0.7, 0.85, 1.0, 1.2, 1.4])
+# members and outsiders a round of single moves may touch (the worst and best scored), fewer
+# as the set grows so that a round costs at most about _MOVE_BUDGET host evaluations (in a
+# set of thousands one host moves the criterion by less than the search's tolerance)
+_MOVE_POOL = 4
+_MOVE_BUDGET = 2000
+# criteria accurate to this are enough to rank sets (the chosen one is then predicted to full
+# accuracy); sets wider than _ALL_PREFIXES, whose criterion is flat in any one host, get the
+# looser one (it keeps them off the adaptive quadrature)
+_SEARCH_TOL = 1e-4
+_WIDE_SEARCH_TOL = 1e-3
+_MAX_ROUNDS = 40
+# points of the damage integrals: fractions of the way from the set's start to its tail
+_DAMAGE_FRACTIONS = np.concatenate([[0.0], np.geomspace(1e-4, 1.0, 40), [1.5, 2.5, 4.0]])
+_DAMAGE_TAIL = 1e-6
+
+
+def near_optimal(evaluator: SetEvaluator, exact: Callable[[SetEvaluator], list[int]],
+                 exact_max_hosts: int = EXACT_MAX_HOSTS) -> list[int]:
+    """Indices (into the evaluator's candidate list, sorted by capacity) of the chosen set.
+
+    ``exact`` is the exact minimiser, used when there are at most ``exact_max_hosts``
+    candidates.
+    """
+    m = len(evaluator.arrays.lam)
+    if m <= exact_max_hosts:
+        return exact(evaluator)
+    # the first ordering scores every host beside all the others
+    everyone = np.arange(m)
+    ordering = np.argsort(_damage_per_capacity(evaluator, everyone), kind="stable")
+    chosen, value = _best_prefix(evaluator, ordering, _sizes(m, None))
+    for _ in range(_MAX_ROUNDS):
+        sets, valid = _neighbours(evaluator, chosen)
+        tol = _search_tol(sets.shape[1])
+        values = evaluator.dense(sets, valid, tol)
+        index = int(np.argmin(values))
+        # a win inside the evaluation tolerance is no win
+        if values[index] >= value * (1 - tol):
+            break
+        chosen, value = np.sort(sets[index][valid[index]]), float(values[index])
+    return [int(i) for i in chosen]
+
+
+def _neighbours(evaluator: SetEvaluator, chosen: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """One round's candidate sets, padded to one width with a validity mask: the prefixes
+    near the current size of the hosts re-sorted by their score beside ``chosen``, and the
+    single moves among the worst-scored members and best-scored outsiders."""
+    m = len(evaluator.arrays.lam)
+    ratio = _damage_per_capacity(evaluator, chosen)
+    ordering = np.argsort(ratio, kind="stable")
+    sizes = _sizes(m, len(chosen))
+    width = max(int(sizes[-1]), len(chosen) + 1)
+    prefixes = np.zeros((len(sizes), width), dtype=int)
+    prefixes[:, :sizes[-1]] = ordering[:sizes[-1]]
+    prefix_valid = np.arange(width)[None, :] < sizes[:, None]
+    pool = _pool_size(len(chosen))
+    inside = np.zeros(m, dtype=bool)
+    inside[chosen] = True
+    outsiders = np.flatnonzero(~inside)
+    members = chosen[np.argsort(-ratio[chosen], kind="stable")[:pool]]
+    outsiders = outsiders[np.argsort(ratio[outsiders], kind="stable")[:pool]]
+    moves, move_valid = _moves(chosen, members, outsiders, width)
+    return np.concatenate([prefixes, moves]), np.concatenate([prefix_valid, move_valid])
+
+
+def _sizes(m: int, near: int | None) -> np.ndarray:
+    """Prefix sizes to try first: every size (or a geometric grid when there are many), or
+    those around ``near``."""
+    if near is None:
+        if m <= _ALL_PREFIXES:
+            return np.arange(1, m + 1)
+        return np.unique(np.geomspace(1, m, _GRID_SIZES).round().astype(int))
+    if near <= _ALL_PREFIXES:
+        return np.arange(max(1, near - _NEAR), min(m, near + _NEAR) + 1)
+    return np.unique(np.clip((near * _NEAR_FACTORS).round().astype(int), 1, m))
+
+
+def _best_prefix(evaluator: SetEvaluator, ordering: np.ndarray, sizes: np.ndarray
+                 ) -> tuple[np.ndarray, float]:
+    """The best prefix of ``ordering`` among ``sizes``, refined between the neighbours of the
+    best grid size until every size there is tried: (members, criterion)."""
+    best_value, best_size = np.inf, 1
+    while True:
+        values = _prefix_criteria(evaluator, ordering, sizes)
+        column = int(np.argmin(values))
+        if values[column] < best_value:
+            best_value, best_size = float(values[column]), int(sizes[column])
+        low = int(sizes[max(column - 1, 0)])
+        high = int(sizes[min(column + 1, len(sizes) - 1)])
+        # a large set's criterion is flat in its size: a tenth either way is close enough
+        if (high - low + 1 <= 2 or high - low <= _SIZE_SLACK * best_size
+                or np.all(np.isin(np.arange(low, high + 1), sizes))):
+            break
+        sizes = np.unique(np.linspace(low, high, min(high - low + 1, _REFINE_SIZES))
+                          .round().astype(int))
+        sizes = sizes[(sizes != low) & (sizes != high)] if len(sizes) > 2 else sizes
+    return np.sort(ordering[:best_size]), best_value
+
+
+def _prefix_criteria(evaluator: SetEvaluator, ordering: np.ndarray, sizes: np.ndarray
+                     ) -> np.ndarray:
+    """Criteria of the first ``sizes`` hosts of ``ordering``."""
+    if sizes[-1] <= _ALL_PREFIXES:
+        # few and short: one padded batch
+        width = int(sizes[-1])
+        members = np.broadcast_to(ordering[:width], (len(sizes), width)).copy()
+        valid = np.arange(width)[None, :] < sizes[:, None]
+        return evaluator.dense(members, valid, _SEARCH_TOL)
+    # long prefixes differ in width by orders of magnitude: one call each, no padding
+    return np.concatenate([evaluator.dense(ordering[None, :size], rel_tol=_search_tol(size))
+                           for size in sizes])
+
+
+def _search_tol(width: int) -> float:
+    return _SEARCH_TOL if width <= _ALL_PREFIXES else _WIDE_SEARCH_TOL
+
+
+def _damage_per_capacity(evaluator: SetEvaluator, chosen: np.ndarray) -> np.ndarray:
+    """First-order change of the criterion per unit of capacity, for every candidate: for an
+    outsider, joining ``chosen``; for a member, its part in it (see the module docstring)."""
+    set_servers = evaluator.servers(chosen[None, :])
+    x0 = completion.start_point(set_servers)
+    tail = completion.tail_point(set_servers, _DAMAGE_TAIL)
+    x = x0[:, None] + (tail - x0)[:, None] * _DAMAGE_FRACTIONS[None, :]
+    log_set = completion.log_cdf(set_servers, x)[0]
+    hosts = evaluator.every_host_servers(chosen)
+    log_host = hosts.mult[0] * completion.servers_log_cdf(hosts, x)[0]  # (points, hosts)
+    member = np.zeros(log_host.shape[1], dtype=bool)
+    member[chosen] = True
+    # F of the set without the host (members) or as it is (outsiders), beside 1 - F_host
+    # (a member's own law, rebuilt at the common scale, can start a rounding error past x0)
+    with np.errstate(invalid="ignore"):
+        others = np.exp(np.minimum(np.where(member[None, :], log_set[:, None] - log_host,
+                                            log_set[:, None]), 0.0))
+    others = np.nan_to_num(others, nan=0.0)
+    running = -np.expm1(log_host)
+    grid = x[0]
+    d_mean = np.trapezoid(others * running, grid, axis=0)
+    d_square = np.trapezoid(2 * grid[:, None] * others * running, grid, axis=0)
+    survival = -np.expm1(log_set)
+    mean = x0[0] + np.trapezoid(survival, grid)
+    square = x0[0] ** 2 + np.trapezoid(2 * grid * survival, grid)
+    std = np.sqrt(max(square - mean**2, (1e-6 * mean) ** 2))
+    damage = d_mean + (d_square - 2 * mean * d_mean) / (2 * std)
+    capacity = hosts.t[0] * hosts.mult[0]  # dedicated core-seconds at the common scale
+    return damage / capacity
+
+
+def _pool_size(k: int) -> int:
+    """Largest P <= _MOVE_POOL with (P^2 + 2P) sets of k + 1 hosts within _MOVE_BUDGET."""
+    room = _MOVE_BUDGET / (k + 1)
+    return int(min(_MOVE_POOL, np.floor(np.sqrt(1 + room) - 1)))
+
+
+def _moves(chosen: np.ndarray, members: np.ndarray, outsiders: np.ndarray, width: int
+           ) -> tuple[np.ndarray, np.ndarray]:
+    """Every drop, add and swap as one padded (B, width) index array and its validity mask
+    (width > len(chosen))."""
+    k = len(chosen)
+    n_drop = len(members) if k > 1 else 0
+    n_add, n_swap = len(outsiders), len(members) * len(outsiders)
+    sets = np.zeros((n_drop + n_add + n_swap, width), dtype=int)
+    valid = np.zeros(sets.shape, dtype=bool)
+    sets[:, :k] = chosen
+    valid[:, :k] = True
+    position = np.searchsorted(chosen, members)
+    valid[np.arange(n_drop), position[:n_drop]] = False
+    adds = slice(n_drop, n_drop + n_add)
+    sets[adds, k] = outsiders
+    valid[adds, k] = True
+    swap_rows = np.arange(n_drop + n_add, len(sets))
+    sets[swap_rows, np.repeat(position, len(outsiders))] = np.tile(outsiders, len(members))
+    return sets, valid
