@@ -31,8 +31,8 @@ from scheduler import completion
 if TYPE_CHECKING:  # the evaluator lives in scheduler.selection, which imports this module
     from scheduler.selection import SetEvaluator
 
-# at or below this many candidates the exact branch and bound is cheap enough to be the answer
-EXACT_MAX_HOSTS = 12
+# at or below this many candidates the exact branch and bound costs no more than the search
+EXACT_MAX_HOSTS = 8
 # prefixes of every size up to this many candidates; a geometric grid plus refinement beyond
 _ALL_PREFIXES = 64
 _GRID_SIZES = 12
