@@ -11,12 +11,16 @@ criterion against what it brings:
   dE + (dE2 - 2 E dE) / (2 std);
 - its capacity (its share at that scale), which lowers every share when it joins.
 
-Hosts sorted by damage per capacity give an ordering whose best prefix is the next set; this
-repeats while it helps, and then single moves (drop one member, add one host, swap one for one)
-among the worst-scored members and best-scored outsiders, all of a round's moves in one batch,
-until none lowers the criterion. Every criterion that decides anything comes from the caller's
-set evaluator, the one the exact and prefix methods use, so a change to the completion model
-reaches every method at once; the damage scores only order the candidates.
+The best prefix of the hosts sorted by damage per capacity (scored beside all the others) is
+the start. Each round then scores the hosts beside the current set and evaluates, in one
+batch, the prefixes of that new order near the current size and the single moves (drop one
+member, add one host, swap one for one) among the worst-scored members and best-scored
+outsiders; the best replaces the set while it lowers the criterion.
+
+Every criterion that decides anything comes from the caller's set evaluator, the one the exact
+and prefix methods use, so a change to the completion model (such as an initial backlog passed
+to it) reaches every method at once; the damage scores, built from the same evaluator's laws,
+only order the candidates.
 """
 
 from __future__ import annotations
@@ -34,7 +38,9 @@ if TYPE_CHECKING:  # the evaluator lives in scheduler.selection, which imports t
 
 # at or below this many candidates the exact branch and bound costs no more than the search
 EXACT_MAX_HOSTS = 8
-# prefixes of every size up to this many candidates; a geometric grid plus refinement beyond
+# Up to this many candidates the start tries a coarse grid of _FIRST_SIZES prefix sizes (the
+# rounds try every size near the best); beyond, a grid of _GRID_SIZES refined around its best
+# until the neighbours are within _SIZE_SLACK of its size.
 _ALL_PREFIXES = 64
 _GRID_SIZES = 12
 _FIRST_SIZES = 10
@@ -113,8 +119,7 @@ def _neighbours(evaluator: SetEvaluator, chosen: np.ndarray) -> tuple[np.ndarray
 
 
 def _sizes(m: int, near: int | None) -> np.ndarray:
-    """Prefix sizes to try first: every size (or a geometric grid when there are many), or
-    those around ``near``."""
+    """Prefix sizes to try: a geometric grid over all sizes, or those around ``near``."""
     if near is None:
         count = _GRID_SIZES if m > _ALL_PREFIXES else _FIRST_SIZES
         return np.unique(np.geomspace(1, m, count).round().astype(int))
