@@ -79,12 +79,14 @@ def near_optimal(evaluator: SetEvaluator, exact: Callable[[SetEvaluator], list[i
     m = len(evaluator.arrays.lam)
     if m <= exact_max_hosts:
         return exact(evaluator)
-    # the first ordering scores every host beside all the others
+    # Start from prefixes of two orders: the hosts scored beside all the others, and the
+    # candidates' own capacity order (with shares that ignore the spread, equal-load and
+    # speed, the slowest member sets the pace and the scores beside everyone see only it).
+    # A small pool's first sizes are a coarse grid: the rounds try every size near the best.
     everyone = np.arange(m)
-    ordering = np.argsort(_damage_per_capacity(evaluator, everyone), kind="stable")
-    # a small pool's first sizes are a coarse grid: the rounds below try every size near the
-    # best one anyway
-    chosen, value = _best_prefix(evaluator, ordering, _sizes(m, None), m > _ALL_PREFIXES)
+    orderings = np.stack([np.argsort(_damage_per_capacity(evaluator, everyone), kind="stable"),
+                          everyone])
+    chosen, value = _best_prefix(evaluator, orderings, _sizes(m, None), m > _ALL_PREFIXES)
     for _ in range(_MAX_ROUNDS):
         sets, valid = _neighbours(evaluator, chosen)
         values = evaluator.dense(sets, valid, _SEARCH_TOL)
@@ -128,40 +130,44 @@ def _sizes(m: int, near: int | None) -> np.ndarray:
     return np.unique(np.clip((near * _NEAR_FACTORS).round().astype(int), 1, m))
 
 
-def _best_prefix(evaluator: SetEvaluator, ordering: np.ndarray, sizes: np.ndarray,
+def _best_prefix(evaluator: SetEvaluator, orderings: np.ndarray, sizes: np.ndarray,
                  refine: bool) -> tuple[np.ndarray, float]:
-    """The best prefix of ``ordering`` among ``sizes`` (with ``refine``, refined between the
-    neighbours of the best grid size until every size there is tried): (members, value)."""
-    best_value, best_size = np.inf, 1
+    """The best prefix of any of the (R, m) ``orderings`` among ``sizes`` (with ``refine``,
+    refined on the best ordering between the neighbours of its best size until every size
+    there is tried): (members, criterion)."""
+    best_value, best_set = np.inf, orderings[0, :1]
     while True:
-        values = _prefix_criteria(evaluator, ordering, sizes)
-        column = int(np.argmin(values))
-        if values[column] < best_value:
-            best_value, best_size = float(values[column]), int(sizes[column])
+        values = _prefix_criteria(evaluator, orderings, sizes)  # (R, sizes)
+        row, column = np.unravel_index(int(np.argmin(values)), values.shape)
+        if values[row, column] < best_value:
+            best_value = float(values[row, column])
+            best_set = orderings[row, :sizes[column]]
         low = int(sizes[max(column - 1, 0)])
         high = int(sizes[min(column + 1, len(sizes) - 1)])
         # a large set's criterion is flat in its size: a tenth either way is close enough
-        if (not refine or high - low + 1 <= 2 or high - low <= _SIZE_SLACK * best_size
+        if (not refine or high - low + 1 <= 2 or high - low <= _SIZE_SLACK * len(best_set)
                 or np.all(np.isin(np.arange(low, high + 1), sizes))):
             break
+        orderings = orderings[row:row + 1]
         sizes = np.unique(np.linspace(low, high, min(high - low + 1, _REFINE_SIZES))
                           .round().astype(int))
         sizes = sizes[(sizes != low) & (sizes != high)] if len(sizes) > 2 else sizes
-    return np.sort(ordering[:best_size]), best_value
+    return np.sort(best_set), best_value
 
 
-def _prefix_criteria(evaluator: SetEvaluator, ordering: np.ndarray, sizes: np.ndarray
+def _prefix_criteria(evaluator: SetEvaluator, orderings: np.ndarray, sizes: np.ndarray
                      ) -> np.ndarray:
-    """Criteria of the first ``sizes`` hosts of ``ordering``."""
+    """(R, S) criteria of the first ``sizes`` hosts of each ordering."""
+    count = len(orderings)
     if sizes[-1] <= _ALL_PREFIXES:
         # few and short: one padded batch
         width = int(sizes[-1])
-        members = np.broadcast_to(ordering[:width], (len(sizes), width)).copy()
-        valid = np.arange(width)[None, :] < sizes[:, None]
-        return evaluator.dense(members, valid, _SEARCH_TOL)
-    # long prefixes differ in width by orders of magnitude: one call each, no padding
-    return np.concatenate([evaluator.dense(ordering[None, :size], rel_tol=_SEARCH_TOL)
-                           for size in sizes])
+        members = np.repeat(orderings[:, :width], len(sizes), axis=0)
+        valid = np.tile(np.arange(width)[None, :] < sizes[:, None], (count, 1))
+        return evaluator.dense(members, valid, _SEARCH_TOL).reshape(count, len(sizes))
+    # long prefixes differ in width by orders of magnitude: one call per size, no padding
+    return np.stack([evaluator.dense(orderings[:, :size], rel_tol=_SEARCH_TOL)
+                     for size in sizes], axis=1)
 
 
 def _damage_per_capacity(evaluator: SetEvaluator, chosen: np.ndarray) -> np.ndarray:
@@ -194,8 +200,10 @@ def _damage_per_capacity(evaluator: SetEvaluator, chosen: np.ndarray) -> np.ndar
     square = x0[0] ** 2 + weights_x @ survival
     std = np.sqrt(max(square - mean**2, (1e-6 * mean) ** 2))
     damage = d_mean + (d_square - 2 * mean * d_mean) / (2 * std)
-    capacity = hosts.t[0] * hosts.mult[0]  # dedicated core-seconds at the common scale
-    return damage / capacity
+    # what a host brings is the work it takes at this scale (joining, it lowers every other
+    # share by that much over the total): its share, reference-CPU-seconds
+    share = hosts.t[0] * hosts.mult[0] * evaluator.arrays.tau
+    return damage / share
 
 
 def _pool_size(k: int) -> int:
