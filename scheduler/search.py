@@ -9,13 +9,13 @@ criterion against what it brings:
   k raises E[T] by exactly  int F_S (1 - F_k) dx  and E[T^2] by  int 2x F_S (1 - F_k) dx
   (for a member, the same with S without k); to first order that moves E[T] + std[T] by
   dE + (dE2 - 2 E dE) / (2 std);
-- its capacity (its share at that scale), which lowers every share when it joins.
+- its share at that scale, the work it takes off the others when it joins.
 
-The best prefix of the hosts sorted by damage per capacity (scored beside all the others) is
-the start. Each round then scores the hosts beside the current set and evaluates, in one
-batch, the prefixes of that new order near the current size and the single moves (drop one
-member, add one host, swap one for one) among the worst-scored members and best-scored
-outsiders; the best replaces the set while it lowers the criterion.
+The start is the best prefix of the hosts sorted by damage per share (scored beside all the
+others) or in the candidates' capacity order. Each round then scores the hosts beside the
+current set and evaluates, in one batch, the prefixes of that new order near the current size
+and the single moves (drop one member, add one host, swap one for one) among the worst-scored
+members and best-scored outsiders; the best replaces the set while it lowers the criterion.
 
 Every criterion that decides anything comes from the caller's set evaluator, the one the exact
 and prefix methods use, so a change to the completion model (such as an initial backlog passed
@@ -84,7 +84,7 @@ def near_optimal(evaluator: SetEvaluator, exact: Callable[[SetEvaluator], list[i
     # speed, the slowest member sets the pace and the scores beside everyone see only it).
     # A small pool's first sizes are a coarse grid: the rounds try every size near the best.
     everyone = np.arange(m)
-    orderings = np.stack([np.argsort(_damage_per_capacity(evaluator, everyone), kind="stable"),
+    orderings = np.stack([np.argsort(_damage_per_share(evaluator, everyone), kind="stable"),
                           everyone])
     chosen, value = _best_prefix(evaluator, orderings, _sizes(m, None), m > _ALL_PREFIXES)
     for _ in range(_MAX_ROUNDS):
@@ -103,7 +103,7 @@ def _neighbours(evaluator: SetEvaluator, chosen: np.ndarray) -> tuple[np.ndarray
     near the current size of the hosts re-sorted by their score beside ``chosen``, and the
     single moves among the worst-scored members and best-scored outsiders."""
     m = len(evaluator.arrays.lam)
-    ratio = _damage_per_capacity(evaluator, chosen)
+    ratio = _damage_per_share(evaluator, chosen)
     ordering = np.argsort(ratio, kind="stable")
     sizes = _sizes(m, len(chosen))
     width = max(int(sizes[-1]), len(chosen) + 1)
@@ -170,9 +170,10 @@ def _prefix_criteria(evaluator: SetEvaluator, orderings: np.ndarray, sizes: np.n
                      for size in sizes], axis=1)
 
 
-def _damage_per_capacity(evaluator: SetEvaluator, chosen: np.ndarray) -> np.ndarray:
-    """First-order change of the criterion per unit of capacity, for every candidate: for an
-    outsider, joining ``chosen``; for a member, its part in it (see the module docstring)."""
+def _damage_per_share(evaluator: SetEvaluator, chosen: np.ndarray) -> np.ndarray:
+    """First-order change of the criterion per reference-CPU-second of share, for every
+    candidate: for an outsider, joining ``chosen``; for a member, its part in it (see the
+    module docstring)."""
     hosts = evaluator.every_host_servers(chosen)  # (1, m), the set's members among them
     member = np.zeros(hosts.t.shape[1], dtype=bool)
     member[chosen] = True
