@@ -61,7 +61,7 @@ def predict(ctx, work, hosts_file, endpoint, names, dist, partition, as_json):
 @click.command()
 @_host_options
 @click.option("--method", type=click.Choice(METHODS), default=None,
-              help="Machine-set selection (default auto: exact up to 12 candidates, else a "
+              help="Machine-set selection (default auto: exact up to 8 candidates, else a "
                    "search within 1% of optimal; heuristic is the paper's Fig. 3).")
 @click.option("--dist", type=click.Choice(DISTRIBUTIONS), default=None,
               help="Fit of the delay distribution.")
