@@ -43,7 +43,9 @@ def setting(default: Any, *, low: float | None = None, high: float | None = None
 DISTRIBUTIONS = ("gamma", "weibull", "lognormal", "auto")
 START_STATES = ("auto", "steady-state", "idle")
 PARTITIONS = ("equal-mean", "equal-load", "speed")
-METHODS = ("heuristic", "optimal", "prefix")
+# the scheduler's list (scheduler.selection.METHODS), repeated so that reading the config does
+# not import numpy; tests/unit/test_selection_search.py keeps the copies equal
+METHODS = ("auto", "heuristic", "optimal", "prefix")
 
 
 @dataclass(frozen=True)
@@ -53,7 +55,8 @@ class SchedulerConfig:
     distribution: str = setting("lognormal", choices=DISTRIBUTIONS,
                                 help="fit for the conditional delay (see README for the data)")
     partition: str = setting("equal-mean", choices=PARTITIONS, help="how work is split")
-    method: str = setting("heuristic", choices=METHODS, help="machine-set selection method")
+    method: str = setting("auto", choices=METHODS,
+                         help="machine-set selection method (auto: within 1% of optimal)")
     rho_max: float = setting(0.9, low=0.0, high=1.0, low_open=True,
                              help="hosts at or above this utilisation are not candidates")
     optimal_max_hosts: int = setting(22, low=1, high=30,

@@ -7,7 +7,7 @@ Client -> manager (each carries ``request_id`` (int), echoed by the reply):
   optional: all fresh hosts); distribution (``gamma|weibull|lognormal|auto``, optional);
   partition (``equal-mean|equal-load|speed``, optional). Absent options mean the manager's
   configured defaults.
-- ``schedule``: the predict fields plus method (``heuristic|optimal|prefix``, optional) and
+- ``schedule``: the predict fields plus method (``auto|heuristic|optimal|prefix``, optional) and
   units (int >= 1, optional: split a task of that many indivisible items into whole numbers).
 
 Manager -> client:
@@ -45,7 +45,8 @@ from protocol.messages import HEADER, REQUEST_ID, Message
 
 DISTRIBUTIONS = ("gamma", "weibull", "lognormal", "auto")
 PARTITIONS = ("equal-mean", "equal-load", "speed")
-METHODS = ("heuristic", "optimal", "prefix")
+# the scheduler's list (the protocol may not import it); a test keeps the copies equal
+METHODS = ("auto", "heuristic", "optimal", "prefix")
 
 
 @dataclass(frozen=True)

@@ -59,7 +59,8 @@ def _partition(arrays: HostArrays, work: float | np.ndarray, method: str,
     elif method == "speed":
         weight = arrays.cores * arrays.tau
     else:
-        weight = np.ones(len(arrays))
+        # shaped like the columns: gathered batches of sets carry no names to count
+        weight = np.ones_like(arrays.tau)
     if mask is None:
         return work * weight / weight.sum()
     weighted = np.where(mask, weight, 0.0)

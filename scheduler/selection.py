@@ -15,11 +15,12 @@ from scheduler import completion
 from scheduler.backlog import Backlog
 from scheduler.errors import InvalidArgumentError, NoUsableHostsError, TooManyHostsError
 from scheduler.hosts import Host, HostArrays
-from scheduler.model import DEFAULT_DIST, build_servers, distribution_codes
+from scheduler.model import DEFAULT_DIST, Servers, build_servers, distribution_codes
 from scheduler.partitioning import _partition, check_partition, check_work, whole_units
 from scheduler.prediction import Prediction, _predict, check_dist, check_hosts, host_arrays
+from scheduler.search import EXACT_MAX_HOSTS, near_optimal
 
-METHODS = ("heuristic", "optimal", "prefix")
+METHODS = ("auto", "heuristic", "optimal", "prefix")
 SET_TOL = 1e-5
 _CHUNK = 4096
 # prefix scans every prefix up to this many hosts, and a coarse grid plus refinement beyond
@@ -77,13 +78,17 @@ def candidates(hosts: Sequence[Host], rho_max: float) -> tuple[list[Host], list[
     return kept, excluded
 
 
-def schedule(hosts: Sequence[Host], work: float, method: str = "heuristic",
+def schedule(hosts: Sequence[Host], work: float, method: str = "auto",
              dist: str = DEFAULT_DIST, partition: str = "equal-mean", *, rho_max: float = 0.9,
              max_optimal_hosts: int = 22, task_ratio: float = 4.0,
              excluded: Sequence[Exclusion] = (),
              clock: Callable[[], float] = time.perf_counter,
              backlog: Sequence[Backlog] | Mapping[str, Backlog] | None = None) -> Plan:
     """Choose the hosts minimising E[T] (1 + CoV) for ``work`` reference-CPU-seconds.
+
+    ``method``: ``auto`` (exact up to 8 candidates, else a search within 1% of the optimum
+    wherever measured; see scheduler.search), ``heuristic`` (the paper's Fig. 3), ``optimal``
+    (exact; refuses above ``max_optimal_hosts``) or ``prefix``.
 
     ``excluded`` lists hosts the caller already dropped (e.g. saturated ones read from a host
     file); they are reported with the plan. ``clock`` times the selection. ``backlog`` is the
@@ -121,6 +126,8 @@ def schedule(hosts: Sequence[Host], work: float, method: str = "heuristic",
         chosen = _heuristic(evaluator, ordered, work, task_ratio)
     elif method == "prefix":
         chosen = _prefix(evaluator)
+    elif method == "auto":
+        chosen = near_optimal(evaluator, _optimal, min(EXACT_MAX_HOSTS, max_optimal_hosts))
     else:
         chosen = _optimal(evaluator)
     chosen = sorted(chosen)
@@ -164,13 +171,15 @@ class SetEvaluator:
             self._cache.update(zip(missing, self.dense(members, valid)))
         return np.array([self._cache[k] for k in keys])
 
-    def dense(self, members: np.ndarray, valid: np.ndarray | None = None) -> np.ndarray:
-        """Criteria of B sets given as a (B, k) index array (``valid`` marks real members)."""
+    def dense(self, members: np.ndarray, valid: np.ndarray | None = None,
+              rel_tol: float = SET_TOL) -> np.ndarray:
+        """Criteria of B sets given as a (B, k) index array (``valid`` marks real members),
+        each to relative accuracy ``rel_tol``."""
         out = np.empty(len(members))
         for start in range(0, len(members), _CHUNK):
             block = slice(start, start + _CHUNK)
             servers = self.servers(members[block], None if valid is None else valid[block])
-            mean, var, _ = completion.moments(servers, SET_TOL)
+            mean, var, _ = completion.moments(servers, rel_tol)
             out[block] = mean + np.sqrt(var)
         self.evaluations += len(members)
         return out
@@ -180,6 +189,16 @@ class SetEvaluator:
         mask = np.ones(members.shape, bool) if valid is None else valid
         shares = _partition(sub, self.work, self.partition, mask)
         return build_servers(sub, shares, self.codes[members])
+
+    def every_host_servers(self, members: np.ndarray) -> Servers:
+        """Each candidate's law at the share it would get if it joined (or stayed in) the
+        set ``members``: (1, m) servers, the common scale of the set's own shares."""
+        full = _partition(self.arrays, self.work, self.partition)
+        mask = np.zeros((1, len(full)), dtype=bool)
+        mask[0, members] = True
+        inside = _partition(self.arrays, self.work, self.partition, mask)[0]
+        scaled = full * (inside[members[0]] / full[members[0]])
+        return build_servers(self.arrays, scaled[None, :], self.codes[None, :])
 
     def lower_bound(self, members: np.ndarray) -> np.ndarray:
         """max_k E[T_k] of each set: a bound below its criterion (free of integration)."""

@@ -103,16 +103,26 @@ def bench_prediction(sizes: list[int], rng: np.random.Generator) -> list[dict[st
     return rows
 
 
+SELECTION_METHODS = ("heuristic", "prefix", "auto")
+
+
 def bench_selection(sizes: list[int], rng: np.random.Generator) -> list[dict[str, Any]]:
+    """Each method on one generated lab per size; auto's rows carry its time and criterion
+    over prefix's, measured here on the same lab."""
     rows = []
     for size in sizes:
         hosts = lab(size, rng)
         work = 3600.0 * size
-        for method in ("heuristic", "prefix"):
-            seconds, plan = _timed(3 if size <= 1000 else 1, schedule, hosts, work, method)
-            rows.append({"method": method, "hosts": size, "seconds": seconds,
-                         "chosen": len(plan.hosts), "evaluations": plan.evaluations,
-                         "criterion": plan.prediction.criterion})
+        by_method = {}
+        for method in SELECTION_METHODS:
+            seconds, plan = _timed(5 if size <= 1000 else 1, schedule, hosts, work, method)
+            by_method[method] = {"method": method, "hosts": size, "seconds": seconds,
+                                 "chosen": len(plan.hosts), "evaluations": plan.evaluations,
+                                 "criterion": plan.prediction.criterion}
+        prefix, auto = by_method["prefix"], by_method["auto"]
+        auto["time_vs_prefix"] = auto["seconds"] / prefix["seconds"]
+        auto["criterion_vs_prefix"] = auto["criterion"] / prefix["criterion"]
+        rows.extend(by_method.values())
     return rows
 
 
@@ -145,11 +155,15 @@ def bench_optimal(sizes: list[int], rng: np.random.Generator,
         hosts = lab(size, rng)
         work = 2 * 3600.0 * size
         seconds, plan = _timed(1, schedule, hosts, work, "optimal")
+        auto_seconds, auto = _timed(3, schedule, hosts, work, "auto")
         literal_seconds, literal_best, ran = literal_optimal(hosts, work, budget_seconds)
         rows.append({"hosts": size, "seconds": seconds, "evaluations": plan.evaluations,
                      "subsets": 2**size - 1, "criterion": plan.prediction.criterion,
                      "literal_seconds": literal_seconds, "literal_ran": ran,
-                     "literal_criterion": literal_best, "speedup": literal_seconds / seconds})
+                     "literal_criterion": literal_best, "speedup": literal_seconds / seconds,
+                     "auto_seconds": auto_seconds, "auto_time_vs_optimal": auto_seconds / seconds,
+                     "auto_criterion_vs_optimal": auto.prediction.criterion
+                     / plan.prediction.criterion})
     return rows
 
 
@@ -159,7 +173,7 @@ def run(quick: bool = False, seed: int = 1) -> dict[str, Any]:
     if quick:
         return {"prediction": bench_prediction([16, 256], rng),
                 "selection": bench_selection([20, 200], rng),
-                "optimal": bench_optimal([8, 10], rng, budget_seconds=5.0),
+                "optimal": bench_optimal([8, 12], rng, budget_seconds=5.0),
                 "quick": True, "seed": seed}
     return {"prediction": bench_prediction([16, 256, 1024, 4096], rng),
             "selection": bench_selection([20, 1000, 10000], rng),
@@ -179,22 +193,28 @@ def show(console: Console, results: dict[str, Any]) -> None:
                       f"{row['baseline_seconds'] * 1e3:.1f} ms", f"{row['speedup']:.0f}x",
                       f"{row['baseline_mean_rel_diff']:+.2e}")
     console.print(table)
-    table = Table(title="Selection: heuristic (paper Fig. 3) and prefix", title_justify="left")
-    for column in ("method", "hosts", "time", "sets evaluated", "chosen", "criterion"):
+    table = Table(title="Selection: heuristic (paper Fig. 3), prefix and auto (the default)",
+                  title_justify="left")
+    for column in ("method", "hosts", "time", "sets", "chosen", "criterion", "time/prefix",
+                   "crit/prefix"):
         table.add_column(column, justify="right")
     for row in results["selection"]:
+        ratios = ((f"{row['time_vs_prefix']:.2f}x", f"{row['criterion_vs_prefix']:.3f}")
+                  if "time_vs_prefix" in row else ("", ""))
         table.add_row(row["method"], str(row["hosts"]), f"{row['seconds'] * 1e3:.2f} ms",
                       f"{row['evaluations']:,}", str(row["chosen"]),
-                      f"{row['criterion']:,.0f} s")
+                      f"{row['criterion']:,.0f} s", *ratios)
     console.print(table)
     table = Table(title="Exact selection vs the paper's literal Fig. 2 loop",
                   title_justify="left")
-    for column in ("hosts", "ours", "sets evaluated", "literal loop", "speed-up"):
+    for column in ("hosts", "ours", "sets evaluated", "literal loop", "speed-up", "auto",
+                   "auto crit/opt"):
         table.add_column(column, justify="right")
     for row in results["optimal"]:
         literal = f"{row['literal_seconds']:.1f} s" + ("" if row["literal_ran"]
                                                        else " (projected)")
         table.add_row(str(row["hosts"]), f"{row['seconds']:.3f} s",
                       f"{row['evaluations']:,} / {row['subsets']:,}", literal,
-                      f"{row['speedup']:.0f}x")
+                      f"{row['speedup']:.0f}x", f"{row['auto_seconds'] * 1e3:.1f} ms",
+                      f"{row['auto_criterion_vs_optimal']:.4f}")
     console.print(table)

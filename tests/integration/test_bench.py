@@ -18,9 +18,13 @@ def test_quick_bench_reports_ratios(tmp_path):
     scheduler = results["scheduler"]
     assert all(row["speedup"] > 1 for row in scheduler["prediction"])
     assert abs(scheduler["prediction"][0]["baseline_mean_rel_diff"]) < 1e-3
-    assert {row["method"] for row in scheduler["selection"]} == {"heuristic", "prefix"}
+    assert {row["method"] for row in scheduler["selection"]} == {"heuristic", "prefix", "auto"}
+    for row in scheduler["selection"]:
+        if row["method"] == "auto":
+            assert row["criterion_vs_prefix"] <= 1 + 1e-6
     for row in scheduler["optimal"]:
         assert row["evaluations"] <= row["subsets"]
+        assert row["auto_criterion_vs_optimal"] <= 1.01
         if row["literal_ran"]:
             assert row["literal_criterion"] == pytest.approx(row["criterion"], rel=1e-6)
     manager = results["manager"]

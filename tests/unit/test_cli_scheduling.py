@@ -44,7 +44,7 @@ def test_predict_table_and_host_selection():
     assert "gamma" in output
 
 
-@pytest.mark.parametrize("method", ["heuristic", "optimal", "prefix"])
+@pytest.mark.parametrize("method", ["auto", "heuristic", "optimal", "prefix"])
 def test_schedule_json_with_units(method):
     code, output = run("schedule", "--hosts-file", EXAMPLE, "--work", "8h", "--method", method,
                        "--units", "1000", "--json")
