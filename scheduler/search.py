@@ -204,7 +204,9 @@ def _damage_per_share(evaluator: SetEvaluator, chosen: np.ndarray) -> np.ndarray
     # what a host brings is the work it takes at this scale (joining, it lowers every other
     # share by that much over the total): its share, reference-CPU-seconds
     share = hosts.t[0] * hosts.mult[0] * evaluator.arrays.tau
-    return damage / share
+    # a host that would get no work (its backlog outlasts the set's finish) brings nothing:
+    # it ranks last
+    return np.divide(damage, share, out=np.full_like(damage, np.inf), where=share > 0)
 
 
 def _pool_size(k: int) -> int:

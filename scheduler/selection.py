@@ -197,7 +197,11 @@ class SetEvaluator:
         mask = np.zeros((1, len(full)), dtype=bool)
         mask[0, members] = True
         inside = _partition(self.arrays, self.work, self.partition, mask)[0]
-        scaled = full * (inside[members[0]] / full[members[0]])
+        # scale by a member that has work in both (with a backlog, water-filling can leave a
+        # host with none)
+        reference = members[np.argmax(np.minimum(full[members], inside[members]))]
+        scale = inside[reference] / full[reference] if full[reference] > 0 else 1.0
+        scaled = full * scale
         return build_servers(self.arrays, scaled[None, :], self.codes[None, :])
 
     def lower_bound(self, members: np.ndarray) -> np.ndarray:

@@ -10,7 +10,7 @@ import pytest
 from ghs import config
 from ghs.experiments.selection import generated_pool
 from protocol import queries
-from scheduler import Host
+from scheduler import Backlog, Host
 from scheduler.search import EXACT_MAX_HOSTS, _moves
 from scheduler.selection import METHODS, schedule
 
@@ -46,6 +46,18 @@ def test_auto_is_within_one_percent_of_optimal_on_mixed_pools(seed):
     hosts = mixed_pool(rng, count)
     work = 3600.0 * count * rng.uniform(0.05, 3.0)
     assert gap(hosts, work) <= WITHIN
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_auto_is_within_one_percent_of_optimal_when_hosts_start_in_their_steady_state(seed):
+    """The default prediction starts hosts with a backlog; water-filling then gives some
+    hosts no work at all, which the search must rank last (it once divided 0 by 0)."""
+    rng = np.random.default_rng(300 + seed)
+    count = int(rng.integers(EXACT_MAX_HOSTS + 1, 14))
+    hosts = mixed_pool(rng, count)
+    work = 3600.0 * count * rng.uniform(0.05, 3.0)
+    with np.errstate(invalid="raise", divide="raise"):
+        assert gap(hosts, work, backlog=[Backlog.steady_state() for _ in hosts]) <= WITHIN
 
 
 @pytest.mark.parametrize(("count", "seed"), [(10, 1), (13, 2), (14, 3)])
