@@ -15,7 +15,7 @@ from sensors.capacity import ProcCapacitySource
 from sensors.clock import Clock
 from sensors.cpu import ProcStatSource
 from sensors.measurement import HostSensor, Measurement
-from sensors.processes import ProcfsProcessSource, build_filter
+from sensors.processes import ProcfsProcessSource, RecentSnapshot, build_filter
 from sensors.running import RunningSampler, read_run_queue_length, user_name
 from sensors.templates import TemplateBook, TemplateFeeder
 
@@ -55,6 +55,8 @@ class LocalSensor:
             remote_users=split_list(remote_users), remote_cgroup=remote_cgroup,
             remote_marker=remote_marker, exclude_pids=exclude_pids)
         self.processes = ProcfsProcessSource(proc_root)
+        # the capacity series and the running-jobs snapshot, taken together, share one scan
+        self._stream_processes = RecentSnapshot(self.processes, 1.0, clock.monotonic)
         self.cpu = ProcStatSource(proc_root)
         self.clock = clock
         self.session = AccountingSession(
@@ -86,7 +88,7 @@ class LocalSensor:
 
     def capacity_source(self) -> ProcCapacitySource:
         """The capacity source of this machine, with the sensor's filter (remote tasks)."""
-        return ProcCapacitySource(self.processes, self.process_filter, self.clock,
+        return ProcCapacitySource(self._stream_processes, self.process_filter, self.clock,
                                   self.processes.proc_root,
                                   ticks_per_second=self.processes.ticks_per_second)
 
@@ -94,7 +96,7 @@ class LocalSensor:
                         hasher: Callable[[str], str] | None = None) -> RunningSampler:
         """Running-jobs snapshots of this machine, with the sensor's filter."""
         proc_root = self.processes.proc_root
-        return RunningSampler(self.processes, self.process_filter, self.clock,
+        return RunningSampler(self._stream_processes, self.process_filter, self.clock,
                               lambda: read_run_queue_length(proc_root), max_jobs=max_jobs,
                               hasher=hasher)
 

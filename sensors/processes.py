@@ -13,8 +13,10 @@ they started, and users outside the allow list or on the deny list.
 
 from __future__ import annotations
 
+import math
 import os
 import pwd
+import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
@@ -79,6 +81,36 @@ def read_boot_time(proc_root: str = "/proc") -> float:
                                    field="proc_root", value=proc_root) from None
     raise ProcUnavailableError(f"{proc_root}/stat has no btime line", field="proc_root",
                                value=proc_root)
+
+
+class RecentSnapshot:
+    """A process source that hands the same snapshot to readers within ``max_age_seconds``
+    of each other (by ``monotonic``): the capacity series and the running-jobs snapshot are
+    taken together every interval, and one scan of /proc serves both. Not for measurement
+    boundaries, which need their own moment. Safe between threads."""
+
+    def __init__(self, source: ProcessSource, max_age_seconds: float,
+                 monotonic: Callable[[], float]) -> None:
+        self.source = source
+        self.max_age_seconds = max_age_seconds
+        self.monotonic = monotonic
+        self._lock = threading.Lock()
+        self._taken = -math.inf
+        self._snapshot: dict[ProcessKey, ProcessInfo] = {}
+
+    def snapshot(self) -> dict[ProcessKey, ProcessInfo]:
+        with self._lock:
+            now = self.monotonic()
+            if now - self._taken > self.max_age_seconds:
+                self._snapshot = self.source.snapshot()
+                self._taken = now
+            return self._snapshot
+
+    def cgroup_paths(self, pid: int) -> tuple[str, ...] | None:
+        return self.source.cgroup_paths(pid)
+
+    def environment_names(self, pid: int) -> frozenset[str] | None:
+        return self.source.environment_names(pid)
 
 
 class ProcfsProcessSource:

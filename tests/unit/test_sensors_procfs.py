@@ -307,3 +307,30 @@ def test_measure_sleeps_the_interval_on_the_clock_and_validates_it(proc):
     for bad in (0, -1, float("nan")):
         with pytest.raises(InvalidArgumentError):
             sensor.measure(bad)
+
+
+def test_recent_snapshot_serves_readers_together_with_one_scan():
+    from sensors.processes import RecentSnapshot
+
+    class Counting:
+        scans = 0
+
+        def snapshot(self):
+            Counting.scans += 1
+            return {("k", Counting.scans): Counting.scans}
+
+        def cgroup_paths(self, pid):
+            return ("/user.slice",)
+
+        def environment_names(self, pid):
+            return frozenset({"X"})
+
+    now = [100.0]
+    shared = RecentSnapshot(Counting(), 1.0, lambda: now[0])
+    first = shared.snapshot()
+    now[0] += 0.5
+    assert shared.snapshot() is first and Counting.scans == 1
+    now[0] += 0.6
+    assert shared.snapshot() is not first and Counting.scans == 2
+    assert shared.cgroup_paths(1) == ("/user.slice",)
+    assert shared.environment_names(1) == frozenset({"X"})
