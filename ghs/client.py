@@ -152,12 +152,15 @@ class Client:
 
     def schedule_answer(self, work: float, method: str | None = None,
                         hosts: Sequence[str] | None = None, dist: str | None = None,
-                        partition: str | None = None, units: int | None = None) -> Answer:
-        """``schedule`` with the provisional hosts and the model's assumptions."""
+                        partition: str | None = None, units: int | None = None,
+                        rho_max: float | None = None) -> Answer:
+        """``schedule`` with the provisional hosts and the model's assumptions.
+        ``rho_max``: hosts at or above this utilisation are not candidates (default: the
+        manager's)."""
         body = self._ask(ScheduleRequest(
             request_id=next(self._ids), work_seconds=float(work),
             hosts=tuple(hosts) if hosts else None, distribution=dist, partition=partition,
-            method=method, units=units))
+            method=method, units=units, rho_max=rho_max))
         plan = Plan(hosts=tuple(_hosts(body)), prediction=_rebuild_prediction(body),
                     method=body["method"], evaluations=int(body["evaluations"]),
                     elapsed_seconds=float(body["elapsed_seconds"]),

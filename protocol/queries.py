@@ -91,6 +91,7 @@ class ScheduleRequest(Message):
         **_PREDICT_FIELDS,
         "method": Field(choice(METHODS), required=False),
         "units": Field(whole(1), required=False),
+        "rho_max": Field(real(0.0, 1.0, low_open=True), required=False),
     }, also=HEADER)
 
     request_id: int
@@ -100,6 +101,7 @@ class ScheduleRequest(Message):
     partition: str | None = None
     method: str | None = None
     units: int | None = None
+    rho_max: float | None = None
 
 
 def _body(required: Mapping[str, str]) -> Field:

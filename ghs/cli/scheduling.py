@@ -125,7 +125,7 @@ def _by(result: Answer, by_seconds: float) -> dict[str, float]:
               help="Fit of the delay distribution.")
 @click.option("--partition", type=click.Choice(PARTITIONS), default=None,
               help="How the work is split (default equal-mean).")
-@click.option("--units", type=click.IntRange(min=0), default=None,
+@click.option("--units", type=click.IntRange(min=1), default=None,
               help="Also split N indivisible work units into whole numbers per host.")
 @click.option("--rho-max", type=click.FloatRange(0, 1, min_open=True), default=None,
               help="Hosts at or above this utilisation are not candidates (default 0.9).")
@@ -141,7 +141,7 @@ def schedule(ctx, work, hosts_file, endpoint, names, timeout, method, dist, part
     if _remote(hosts_file, endpoint, config):
         with open_client(config, endpoint) as client, asking(client):
             result = client.schedule_answer(work, method, names or None, dist, partition,
-                                            units)
+                                            units, rho_max=rho_max)
     else:
         host_list = _load(hosts_file)
         result = planning.schedule_hosts(host_list, work, config, names=names,

@@ -119,14 +119,16 @@ class QueryService:
 
     def schedule(self, work_seconds: float, hosts: Sequence[str] | None = None,
                  distribution: str | None = None, partition: str | None = None,
-                 method: str | None = None, units: int | None = None) -> dict[str, Any]:
+                 method: str | None = None, units: int | None = None,
+                 rho_max: float | None = None) -> dict[str, Any]:
         chosen, excluded, provisional = self._usable(hosts)
         settings = self.settings
         backlogs, described = self.backlogs(chosen)
         by_name = dict(zip((h.name for h in chosen), backlogs)) if backlogs else None
         plan = schedule(chosen, work_seconds, method or settings.method,
                         distribution or settings.distribution, partition or settings.partition,
-                        rho_max=settings.rho_max, max_optimal_hosts=settings.optimal_max_hosts,
+                        rho_max=settings.rho_max if rho_max is None else rho_max,
+                        max_optimal_hosts=settings.optimal_max_hosts,
                         task_ratio=settings.task_ratio, excluded=excluded, backlog=by_name)
         body = plan.to_dict(units)
         body["host_parameters"] = host_parameters(

@@ -317,7 +317,7 @@ class Manager:
                 self.store, self.store.streams, message.host_id, message.since_seconds))
         return ScheduleReply(request_id=message.request_id, body=self.queries.schedule(
             message.work_seconds, message.hosts, message.distribution, message.partition,
-            message.method, message.units))
+            message.method, message.units, message.rho_max))
 
     def _forward_replies(self) -> None:
         while True:

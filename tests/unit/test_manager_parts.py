@@ -130,6 +130,10 @@ def test_client_rebuilds_the_same_prediction_and_plan(running_manager):
         assert 0 < float(prediction.cdf(prediction.quantiles["p90"])) < 1
         plan = client.schedule(8 * HOUR, method="optimal", units=100)
         assert plan.method == "optimal" and sum(plan.units(100).values()) == 100
+        # the client's rho_max reaches the manager's selection (hosts' rho: 0.1 to 0.4)
+        strict = client.schedule_answer(8 * HOUR, method="optimal", rho_max=0.25).result
+        assert {h.name for h in strict.hosts} <= {"h0", "h1"}
+        assert {e.name for e in strict.excluded} >= {"h2", "h3"}
         with pytest.raises(ManagerError) as caught:
             client.predict(HOUR, hosts=["nope"])
         assert caught.value.code == "unknown_host"
