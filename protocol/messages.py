@@ -76,6 +76,7 @@ STREAMS = ("capacity", "running", "templates")
 """Record streams besides ``measurements`` (protocol version 2, see ``protocol.streams``)."""
 
 M = TypeVar("M", bound="Message")
+_Built = TypeVar("_Built")
 
 REQUEST_ID = Field(whole())
 
@@ -161,7 +162,7 @@ class Message:
         return values
 
 
-def _build(cls: type[M], values: dict[str, Any]) -> M:
+def _build(cls: type[_Built], values: dict[str, Any]) -> _Built:
     # The values are validated and complete; filling __dict__ directly skips the frozen
     # dataclass __init__'s per-field object.__setattr__, a third of decoding time.
     instance = object.__new__(cls)

@@ -160,6 +160,7 @@ def recv_request(socket: zmq.Socket, *, limits: Limits = DEFAULT_LIMITS, flags: 
         user_id = None
     identity = frames[0]
     rest = frames[1:]
+    routing: tuple[bytes, ...]
     if len(rest) == 1:
         routing, payload = (identity,), rest[0]
     elif len(rest) == 2 and not rest[0]:
@@ -178,7 +179,8 @@ def recv_request(socket: zmq.Socket, *, limits: Limits = DEFAULT_LIMITS, flags: 
 
 def _user_id(frame: zmq.Frame) -> str | None:
     try:
-        return frame.get("User-Id") or None
+        value = frame.get("User-Id")
+        return value if isinstance(value, str) and value else None
     except zmq.ZMQError:  # no User-Id without a ZAP handler
         return None
 

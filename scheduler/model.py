@@ -75,7 +75,7 @@ class Servers:
             value = np.log1p(-self.q * survival)
         return np.where(y >= 0, value, -np.inf)
 
-    def upper_bound(self, epsilon: float) -> np.ndarray:
+    def upper_bound(self, epsilon: float | np.ndarray) -> np.ndarray:
         """A point past which each server's survival is below ``epsilon`` (seconds)."""
         need = self.q > epsilon
         ratio = np.where(need, epsilon / np.where(need, self.q, 1.0), 1.0)
@@ -187,6 +187,10 @@ def conditional_moments(lam_server: np.ndarray, rho: np.ndarray, ex2: np.ndarray
     v = np.maximum(v, (MIN_CONDITIONAL_COV * m1) ** 2)
     usable = (q > 0) & (m1 > 0)
     return np.where(usable, q, 0.0), np.where(usable, m1, 0.0), np.where(usable, v, 0.0)
+
+
+AnyServers = Servers | MixtureServers
+"""What the completion-time integrals accept: plain servers or a backlog mixture."""
 
 
 def build_servers(arrays: HostArrays, shares: np.ndarray, codes: np.ndarray,

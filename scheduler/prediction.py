@@ -18,6 +18,7 @@ from scheduler.model import (
     _FIELDS,
     DEFAULT_DIST,
     DIST_CHOICES,
+    AnyServers,
     MixtureServers,
     Servers,
     build_servers,
@@ -196,7 +197,8 @@ def _predict(arrays: HostArrays, work: float, shares: np.ndarray, dist: str,
     # the exact mixture over the backlog atoms while it stays cheap, else the moment fit
     mixture = backlog is not None and backlog.spread_atoms(shares > 0) <= MIXTURE_MAX_COMPONENTS
     host_servers = build_servers(arrays, shares[None, :], codes[None, :], mixture)
-    if mixture:
+    servers: AnyServers
+    if isinstance(host_servers, MixtureServers):
         used = host_servers.mult[0] > 0
         servers = MixtureServers(Servers(**{name: getattr(host_servers.parts, name)[:, used]
                                             for name in _FIELDS}),

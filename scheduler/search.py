@@ -138,7 +138,7 @@ def _best_prefix(evaluator: SetEvaluator, orderings: np.ndarray, sizes: np.ndarr
     best_value, best_set = np.inf, orderings[0, :1]
     while True:
         values = _prefix_criteria(evaluator, orderings, sizes)  # (R, sizes)
-        row, column = np.unravel_index(int(np.argmin(values)), values.shape)
+        row, column = (int(i) for i in np.unravel_index(int(np.argmin(values)), values.shape))
         if values[row, column] < best_value:
             best_value = float(values[row, column])
             best_set = orderings[row, :sizes[column]]

@@ -6,7 +6,7 @@ import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -202,7 +202,8 @@ class SetEvaluator:
         reference = members[np.argmax(np.minimum(full[members], inside[members]))]
         scale = inside[reference] / full[reference] if full[reference] > 0 else 1.0
         scaled = full * scale
-        return build_servers(self.arrays, scaled[None, :], self.codes[None, :])
+        # without mixture=True build_servers gives plain servers (moment-fitted backlogs)
+        return cast(Servers, build_servers(self.arrays, scaled[None, :], self.codes[None, :]))
 
     def lower_bound(self, members: np.ndarray) -> np.ndarray:
         """max_k E[T_k] of each set: a bound below its criterion (free of integration)."""

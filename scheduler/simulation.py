@@ -281,7 +281,7 @@ def _warm_up_seconds(host: Host, law: Demand) -> float:
     2 lam E[X^2] / (1 - rho)^2 as rho -> 1; c cores at the same per-core load relax faster.
     """
     rho = host.lam * law.mean_seconds / host.cores
-    relaxation = law.mean_seconds * (1.0 + law.cov**2) / (2.0 * (1.0 - math.sqrt(rho)) ** 2)
+    relaxation = law.mean_seconds * (1.0 + law._cov**2) / (2.0 * (1.0 - math.sqrt(rho)) ** 2)
     return max(_WARM_UP_RELAXATIONS * relaxation, _WARM_UP_MIN_DEMANDS * law.mean_seconds)
 
 

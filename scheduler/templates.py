@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from scipy import special
@@ -85,6 +85,10 @@ class HistogramRemaining:
 
     histogram: Histogram
     age_seconds: float
+    # bin bounds above the age and the mass there, computed once (seconds, jobs)
+    _low: np.ndarray = field(init=False, repr=False, compare=False)
+    _high: np.ndarray = field(init=False, repr=False, compare=False)
+    _mass: np.ndarray = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         edges, counts, age = self.histogram.edges_seconds, self.histogram.counts, self.age_seconds

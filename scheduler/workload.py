@@ -104,7 +104,7 @@ class Demand:
         object.__setattr__(self, "_params", self._solve_params())
 
     def _solve_params(self) -> tuple:
-        mean, cov = self.mean_seconds, self.cov
+        mean, cov = self.mean_seconds, self._cov
         if self.kind == "exponential" or (cov == 0.0 and self.kind != "hyperexponential"):
             return ()
         if self.kind == "lognormal":
@@ -124,9 +124,14 @@ class Demand:
         return ()
 
     @property
+    def _cov(self) -> float:
+        """The demand CoV, always set after construction (None asks for the kind's own)."""
+        return 1.0 if self.cov is None else float(self.cov)
+
+    @property
     def second_moment(self) -> float:
         """E[X^2] in seconds squared."""
-        return self.mean_seconds**2 * (1.0 + self.cov**2)
+        return self.mean_seconds**2 * (1.0 + self._cov**2)
 
     @property
     def excess_mean_seconds(self) -> float:

@@ -97,6 +97,13 @@ def test_ruff_is_clean():
     assert completed.returncode == 0, completed.stdout[-3000:]
 
 
+def test_mypy_is_clean_on_scheduler_and_protocol():
+    pytest.importorskip("mypy", reason="mypy is in the test extra")
+    completed = subprocess.run([sys.executable, "-m", "mypy"], capture_output=True, text=True,
+                               cwd=ROOT, timeout=600)
+    assert completed.returncode == 0, completed.stdout[-3000:]
+
+
 @pytest.mark.parametrize("unit", sorted((ROOT / "examples").glob("*.service")),
                          ids=lambda p: p.name)
 def test_systemd_units_run_real_commands_with_real_settings(unit):
