@@ -134,6 +134,9 @@ class SensorConfig:
     template_half_life_seconds: float = setting(
         7 * 86400.0, low=3600.0, high=366 * 86400.0, duration=True,
         help="demand templates: a job's weight halves after this long")
+    template_interval_seconds: float = setting(
+        600.0, low=1.0, high=86400.0, duration=True,
+        help="how often the demand templates' increments are shipped")
     template_max_keys: int = setting(2000, low=1, high=1_000_000,
                                      help="most (user, command) and user templates kept")
     tau_refresh_interval_seconds: float = setting(

@@ -121,7 +121,7 @@ def _streams(host_id: str, settings: SensorConfig, clock: Clock, sink: RecordSin
         recorder=CapacityRecorder(capacity, clock, settings.capacity_interval_seconds),
         running=running(max_jobs=settings.running_max_jobs, hasher=hasher),
         sink=sink.add_many, feeder=templates, book=None if templates is None else book,
-        closers=closers)
+        closers=closers, template_interval_seconds=settings.template_interval_seconds)
 
 
 def simulated_streams(host_id: str, simulated: SimulatedHost, settings: SensorConfig,

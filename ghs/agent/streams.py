@@ -9,6 +9,7 @@ outbox as a numbered record of its stream and travels exactly once, like measure
 from __future__ import annotations
 
 import logging
+import math
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -66,6 +67,8 @@ class HostStreams:
     feeder: TemplateFeeder | None = None
     book: TemplateBook | None = None
     closers: tuple[Callable[[], None], ...] = ()
+    template_interval_seconds: float = 600.0
+    _templates_due: float = -math.inf
 
     def start(self) -> None:
         """Take the capacity baseline (the first interval starts here)."""
@@ -77,8 +80,10 @@ class HostStreams:
         self.recorder.run(stop, self._after_capacity)
 
     def tick(self) -> None:
-        """One round now: the interval since the last one, a snapshot, the templates."""
+        """One round now: the interval since the last one, a snapshot, the templates (all of
+        them, whatever their cadence: a replay's last report)."""
         interval = self.recorder.step()
+        self._templates_due = -math.inf
         if interval is not None:
             self._after_capacity(interval)
 
@@ -86,9 +91,12 @@ class HostStreams:
         records = [("capacity", capacity_fields(interval)),
                    ("running", running_fields(self.running.snapshot()))]
         if self.feeder is not None and self.book is not None:
+            # every finished job is read each round; the increments travel less often
             self.feeder.poll()
-            records += [("templates", template_fields(update))
-                        for update in self.book.take_updates() if update.n > 0]
+            if interval.end_epoch_seconds >= self._templates_due:
+                self._templates_due = interval.end_epoch_seconds + self.template_interval_seconds
+                records += [("templates", template_fields(update))
+                            for update in self.book.take_updates() if update.n > 0]
         self.sink(self.host_id, records)
 
     def close(self) -> None:
