@@ -185,7 +185,8 @@ def sequence(value: Any, max_items: int) -> list | tuple:
     return value
 
 
-def _each(check: Check, items: list | tuple, limits: Limits) -> tuple:
+def each(check: Check, items: list | tuple, limits: Limits) -> tuple:
+    """Every item through ``check``; a failure names its index."""
     out = []
     for i, item in enumerate(items):
         try:
@@ -197,7 +198,7 @@ def _each(check: Check, items: list | tuple, limits: Limits) -> tuple:
 
 
 def quality_flags(value: Any, limits: Limits) -> tuple[str, ...]:
-    flags = _each(identifier, sequence(value, limits.max_quality_flags), limits)
+    flags = each(identifier, sequence(value, limits.max_quality_flags), limits)
     if len(set(flags)) != len(flags):
         raise Bad("a list of distinct flags", value)
     return flags
@@ -207,7 +208,7 @@ def host_names(value: Any, limits: Limits) -> tuple[str, ...]:
     items = sequence(value, limits.max_query_hosts)
     if not items:
         raise Bad("a non-empty list of host names (omit it to mean all hosts)", value)
-    names = _each(text, items, limits)
+    names = each(text, items, limits)
     if len(set(names)) != len(names):
         raise Bad("a list of distinct host names", value)
     return names

@@ -34,6 +34,7 @@ from protocol.fields import (
     Field,
     Schema,
     choice,
+    each,
     invalid,
     real,
     relocate,
@@ -61,15 +62,7 @@ def _per_core(value: Any, limits: Limits) -> list[float]:
     items = sequence(value, limits.max_container_items)
     if not items:
         raise Bad("a non-empty list (one value per core)", value)
-    check = real()
-    out = []
-    for i, item in enumerate(items):
-        try:
-            out.append(check(item, limits))
-        except Bad as bad:
-            bad.suffix = f"[{i}]{bad.suffix}"
-            raise
-    return out
+    return list(each(real(), items, limits))
 
 
 def _check_capacity(values: dict[str, Any]) -> None:

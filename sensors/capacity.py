@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from sensors.clock import Clock, sleep_until
+from sensors.clock import Clock, every
 from sensors.errors import InvalidArgumentError, ProcUnavailableError
 from sensors.processes import (
     ProcessClassifier,
@@ -270,18 +270,14 @@ class CapacityRecorder:
         """
         if self._last is None:
             self.step()
-        due = self.clock.now() + self.interval_seconds
-        while not stop.is_set():
-            now = self.clock.now()
-            if now < due:
-                sleep_until(self.clock, min(due, now + _MAX_SLICE_SECONDS))
-                continue
+
+        def record() -> None:
             interval = self.step()
             if interval is not None:
                 on_interval(interval)
-            now = self.clock.now()
-            due += self.interval_seconds * max(1, math.floor((now - due)
-                                                              / self.interval_seconds) + 1)
+
+        every(self.clock, stop, self.interval_seconds, record,
+              max_slice_seconds=_MAX_SLICE_SECONDS)
 
 
 def interval_between(a: CapacitySample, b: CapacitySample) -> CapacityInterval | None:

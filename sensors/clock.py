@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import threading
 import time
+from collections.abc import Callable
 from typing import Protocol
 
 from sensors.errors import InvalidArgumentError
@@ -121,6 +122,25 @@ def sleep_until(clock: Clock, when: float) -> None:
     remaining = when - clock.now()
     if remaining > 0:
         clock.sleep(remaining)
+
+
+def every(clock: Clock, stop: threading.Event, interval_seconds: float,
+          action: Callable[[], None], *, max_slice_seconds: float = 1.0) -> None:
+    """Call ``action`` every ``interval_seconds`` of ``clock`` until ``stop`` is set, on a
+    fixed grid from now (a loop that fell behind, e.g. after a suspend, resumes on the grid).
+
+    Sleeps are cut into slices of at most ``max_slice_seconds`` of the clock, so a set
+    ``stop`` ends the loop promptly on any clock.
+    """
+    due = clock.now() + interval_seconds
+    while not stop.is_set():
+        now = clock.now()
+        if now < due:
+            sleep_until(clock, min(due, now + max_slice_seconds))
+            continue
+        action()
+        now = clock.now()
+        due += interval_seconds * max(1, math.floor((now - due) / interval_seconds) + 1)
 
 
 class CappedClock:

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from sensors.clock import Clock, sleep_until
+from sensors.clock import Clock, every
 from sensors.errors import BenchmarkError, InvalidArgumentError
 from sensors.speed import SpeedResult, benchmark_tau
 
@@ -118,16 +118,14 @@ class TauRefresher:
         """Step every interval until ``stop`` is set (returns at once if the interval is 0)."""
         if self.interval_seconds <= 0:
             return
-        due = self.clock.now() + self.interval_seconds
-        while not stop.is_set():
-            now = self.clock.now()
-            if now < due:
-                sleep_until(self.clock, min(due, now + _MAX_SLICE_SECONDS))
-                continue
+
+        def refresh() -> None:
             change = self.step()
             if change is not None:
                 on_change(change)
-            due = self.clock.now() + self.interval_seconds
+
+        every(self.clock, stop, self.interval_seconds, refresh,
+              max_slice_seconds=_MAX_SLICE_SECONDS)
 
 
 if __name__ == "__main__":
