@@ -26,6 +26,8 @@ from protocol.limits import DEFAULT_LIMITS, MAX_WIRE_INT, Limits
 from protocol.messages import Ack, Heartbeat, Hello, MeasurementBatch, Message, check_version
 from protocol.queries import (
     ErrorReply,
+    PingReply,
+    PingRequest,
     PredictReply,
     PredictRequest,
     ScheduleReply,
@@ -37,7 +39,7 @@ from protocol.queries import (
 MESSAGE_TYPES: Mapping[str, type[Message]] = {
     cls.TYPE: cls for cls in (
         Hello, MeasurementBatch, Heartbeat, StatusRequest, PredictRequest, ScheduleRequest,
-        Ack, StatusReply, PredictReply, ScheduleReply, ErrorReply)
+        Ack, StatusReply, PredictReply, ScheduleReply, ErrorReply, PingRequest, PingReply)
 }
 REQUEST_TYPES = frozenset(name for name, cls in MESSAGE_TYPES.items() if not cls.IS_REPLY)
 """What the manager accepts."""

@@ -2,6 +2,7 @@
 
 Client -> manager (each carries ``request_id`` (int), echoed by the reply):
 
+- ``ping``: nothing else; answered as soon as the manager's store is open (readiness).
 - ``status``: nothing else.
 - ``predict``: work_seconds (float > 0, reference-CPU-seconds); hosts (list of distinct names,
   optional: all fresh hosts); distribution (``gamma|weibull|lognormal|auto``, optional);
@@ -12,6 +13,8 @@ Client -> manager (each carries ``request_id`` (int), echoed by the reply):
 
 Manager -> client:
 
+- ``ping_reply``: request_id and ``body`` with at least ``uptime_seconds`` (number) and
+  ``version`` (string, the manager's software version).
 - ``status_reply``, ``predict_reply``, ``schedule_reply``: request_id and ``body``, a map of
   plain data (nil, bool, int, finite float, str, list, str-keyed map) bounded in size and depth,
   shaped like the JSON of ``ghs status|predict|schedule --json``. Only the top-level keys named
@@ -45,6 +48,16 @@ from protocol.messages import HEADER, REQUEST_ID, Message
 DISTRIBUTIONS = ("gamma", "weibull", "lognormal", "auto")
 PARTITIONS = ("equal-mean", "equal-load", "speed")
 METHODS = ("heuristic", "optimal", "prefix")
+
+
+@dataclass(frozen=True)
+class PingRequest(Message):
+    """Ask whether the manager is up with its store open (a readiness probe)."""
+
+    TYPE: ClassVar[str] = "ping"
+    SCHEMA: ClassVar[Schema] = Schema({"request_id": REQUEST_ID}, also=HEADER)
+
+    request_id: int
 
 
 @dataclass(frozen=True)
@@ -125,6 +138,7 @@ def _body(required: Mapping[str, str]) -> Field:
 
 
 BODY_KEYS: dict[str, dict[str, str]] = {
+    "ping_reply": {"uptime_seconds": "number", "version": "string"},
     "status_reply": {"hosts": "list of maps", "counters": "map"},
     "predict_reply": {"hosts": "list of maps", "mean": "number", "std": "number"},
     "schedule_reply": {"hosts": "list of maps", "mean": "number", "std": "number",
@@ -145,6 +159,14 @@ class _BodyReply(Message):
 
     request_id: int
     body: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class PingReply(_BodyReply):
+    """``body``: {"uptime_seconds", "version", ...}: the manager is ready."""
+
+    TYPE: ClassVar[str] = "ping_reply"
+    SCHEMA: ClassVar[Schema] = _reply_schema("ping_reply")
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,6 @@
 
 from __future__ import annotations
 
-import re
 import resource
 import sqlite3
 import subprocess
@@ -22,6 +21,7 @@ from typing import Any
 
 import zmq
 
+from ghs.launch import free_loopback_endpoint, wait_for_manager
 from ghs.manager.store import ManagerStore
 from protocol import (
     Ack,
@@ -71,20 +71,20 @@ def bench_store(folder: Path, count: int = 200_000) -> dict[str, Any]:
 def _start_manager(folder: Path) -> tuple[subprocess.Popen, str]:
     log = folder / "manager.log"
     (folder / "none.toml").write_text("")
+    endpoint = free_loopback_endpoint()
     process = subprocess.Popen(
-        [sys.executable, "-m", "ghs", "manager", "--endpoint", "tcp://127.0.0.1:*",
+        [sys.executable, "-m", "ghs", "manager", "--endpoint", endpoint,
          "--database", str(folder / "manager.sqlite")],
         stdout=log.open("w"), stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
         env={"GHS_CONFIG": str(folder / "none.toml"), "PATH": "/usr/bin:/bin",
              "HOME": str(folder)})
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        match = re.search(r"listening on (tcp://[0-9.]+:[0-9]+)", log.read_text())
-        if match:
-            return process, match.group(1)
-        time.sleep(0.05)
-    process.kill()
-    raise RuntimeError(f"manager did not start: {log.read_text()}")
+    try:
+        wait_for_manager(process, endpoint, 30.0, log)
+    except BaseException:
+        process.kill()
+        process.wait()
+        raise
+    return process, endpoint
 
 
 def _dealers(context: zmq.Context, endpoint: str, count: int) -> list[zmq.Socket]:

@@ -2,23 +2,37 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import click
 
-from ghs.cli.common import config_from, console, emit_json, json_option
+from ghs.cli.common import DURATION, config_from, console, emit_json, json_option
 
 
 @click.command()
 @click.option("--manager", "endpoint", default=None, envvar="GHS_MANAGER",
               help="Manager endpoint (or GHS_MANAGER, or config 'manager').")
+@click.option("--wait", is_flag=True,
+              help="First wait until the manager answers a ping (for scripts starting one).")
+@click.option("--timeout", type=DURATION, default=None,
+              help="How long to wait for the manager (with --wait: to become ready), e.g. "
+                   "30s; default client.timeout_seconds.")
 @json_option
 @click.pass_context
-def status(ctx, endpoint, as_json):
+def status(ctx, endpoint, wait, timeout, as_json):
     """Hosts the manager knows, their current estimates, and its counters."""
     from ghs import render
     from ghs.remote import open_client
 
     config = config_from(ctx)
+    if timeout is not None:
+        if not timeout > 0:
+            raise click.BadParameter("must be more than 0 s", param_hint="--timeout")
+        config = dataclasses.replace(config, client=dataclasses.replace(
+            config.client, timeout_seconds=timeout))
     with open_client(config, endpoint) as client:
+        if wait:
+            client.wait_ready(config.client.timeout_seconds)
         result = client.status()
     if as_json:
         emit_json(result.to_dict())

@@ -1,7 +1,10 @@
 """The manager's ROUTER loop: agents' hellos, measurements and heartbeats; clients' queries.
 
 The loop itself only decodes, stores and acknowledges; queries run on worker threads so an
-exact selection over 20 hosts never holds up the agents. Workers hand finished replies back
+exact selection over 20 hosts never holds up the agents. The measurement batches received in
+one turn of the loop are committed together (one fsync) and acknowledged after that commit.
+With an allow-list that binds keys to host ids, a message about a host its key may not report
+is refused as ``host_not_allowed``. Workers hand finished replies back
 through an inproc socket, since only the loop's thread may use the ROUTERs. Every message that
 fails validation is answered with an error and counted by its code; an unexpected exception is
 answered as ``internal`` and counted, and the loop goes on.
@@ -20,6 +23,8 @@ from typing import Any
 
 import zmq
 
+from ghs import __version__
+from ghs.manager.identity import HostBindings
 from ghs.manager.queries import QueryService
 from ghs.manager.store import HostFacts, ManagerStore, measurement_rows
 from protocol import (
@@ -32,6 +37,8 @@ from protocol import (
     KeyPair,
     Limits,
     MeasurementBatch,
+    PingReply,
+    PingRequest,
     PredictReply,
     PredictRequest,
     ScheduleReply,
@@ -48,8 +55,8 @@ from protocol import (
 
 LOG = logging.getLogger("ghs.manager")
 AGENT_TYPES = frozenset({"hello", "measurements", "heartbeat", "status", "predict",
-                         "schedule"})
-CLIENT_TYPES = frozenset({"status", "predict", "schedule"})
+                         "schedule", "ping"})
+CLIENT_TYPES = frozenset({"status", "predict", "schedule", "ping"})
 _WAKE = "inproc://ghs-manager-replies-{}"
 
 
@@ -61,6 +68,7 @@ class Counters:
     received: Counter = field(default_factory=Counter)
     rejected: Counter = field(default_factory=Counter)
     stored: int = 0
+    stored_by_host: Counter = field(default_factory=Counter)
     duplicates: int = 0
     internal_errors: int = 0
     dropped_replies: int = 0
@@ -87,8 +95,14 @@ class Manager:
                  limits: Limits = DEFAULT_LIMITS, server_keys: KeyPair | None = None,
                  allowed_keys: frozenset[bytes] | None = None, insecure: bool = False,
                  workers: int = 2, max_pending_queries: int = 256,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time,
+                 host_bindings: HostBindings | None = None) -> None:
         self.context = context
+        self.host_bindings = host_bindings
+        self.started = clock()
+        # (query type, seconds): a metrics hook, called on the worker thread that answered
+        self.on_query: Callable[[str, float], None] | None = None
+        self._due: list[tuple[zmq.Socket, tuple, MeasurementBatch]] = []
         self.store = store
         self.queries = queries
         self.limits = limits
@@ -146,10 +160,12 @@ class Manager:
                         break
                     try:
                         incoming = recv_request(socket, limits=self.limits, flags=zmq.NOBLOCK,
-                                                expect=types)
+                                                expect=types,
+                                                with_user_id=self.host_bindings is not None)
                     except zmq.Again:
                         break
                     self._handle(socket, incoming)
+            self._commit_due()
             if self._wake_pull in ready:
                 self._forward_replies()
         for _ in self._threads:
@@ -169,10 +185,21 @@ class Manager:
         with self.counters.lock:
             self.counters.received[message.TYPE] += 1
         try:
-            if isinstance(message, (StatusRequest, PredictRequest, ScheduleRequest)):
+            host_id = getattr(message, "host_id", None)
+            if host_id is not None and self.host_bindings is not None and \
+                    not self.host_bindings.allows(incoming.user_id, host_id):
+                self._refuse(socket, incoming.routing, "host_not_allowed",
+                             f"this client's key may not report host {host_id!r}",
+                             message.request_id)
+            elif isinstance(message, PingRequest):
+                self._reply(socket, incoming.routing, PingReply(
+                    request_id=message.request_id,
+                    body={"uptime_seconds": self.clock() - self.started,
+                          "version": __version__}))
+            elif isinstance(message, (StatusRequest, PredictRequest, ScheduleRequest)):
                 self._enqueue(socket, incoming.routing, message)
             elif isinstance(message, MeasurementBatch):
-                self._reply(socket, incoming.routing, self._store(message))
+                self._due.append((socket, incoming.routing, message))
             elif isinstance(message, Hello):
                 self._hello(message)
                 self._reply(socket, incoming.routing,
@@ -199,21 +226,37 @@ class Manager:
             os=hello.os, agent_version=hello.agent_version, simulated=bool(hello.simulated),
             first_seen=now, last_seen=now))
 
-    def _store(self, batch: MeasurementBatch) -> Ack | ErrorReply:
+    def _commit_due(self) -> None:
+        """Store this turn's batches in one commit, then acknowledge each (never before)."""
+        if not self._due:
+            return
+        due, self._due = self._due, []
         now = self.clock()
-        if not self.store.touch(batch.host_id, now):
+        batches = [(batch.host_id, now, measurement_rows(batch.host_id, batch.measurements, now))
+                   for _, _, batch in due]
+        try:
+            results = self.store.add_batches(batches)
+        except Exception as exc:  # nothing committed: agents resend after their timeout
+            LOG.exception("cannot store %d measurement batches", len(due))
             with self.counters.lock:
-                self.counters.rejected["unknown_host"] += 1
-            return ErrorReply(code="unknown_host", reason=f"host {batch.host_id!r} has not "
-                              "said hello", request_id=batch.request_id)
-        rows = measurement_rows(batch.host_id, batch.measurements, now)
-        new = self.store.add_measurements(rows)
-        with self.counters.lock:
-            self.counters.stored += new
-            self.counters.duplicates += len(rows) - new
-        # acknowledge only after the commit: a crash before it means a resend, never a loss
-        return Ack(request_id=batch.request_id, host_id=batch.host_id,
-                   acked=seq_ranges_of(m.seq for m in batch.measurements))
+                self.counters.internal_errors += len(due)
+            for socket, routing, batch in due:
+                self._reply(socket, routing, ErrorReply.from_exception(
+                    exc, request_id=batch.request_id))
+            return
+        for (socket, routing, batch), (_, _, rows), new in zip(due, batches, results,
+                                                               strict=True):
+            if new is None:
+                self._refuse(socket, routing, "unknown_host",
+                             f"host {batch.host_id!r} has not said hello", batch.request_id)
+                continue
+            with self.counters.lock:
+                self.counters.stored += new
+                self.counters.stored_by_host[batch.host_id] += new
+                self.counters.duplicates += len(rows) - new
+            self._reply(socket, routing, Ack(
+                request_id=batch.request_id, host_id=batch.host_id,
+                acked=seq_ranges_of(m.seq for m in batch.measurements)))
 
     def _refuse(self, socket: zmq.Socket, routing: tuple, code: str, reason: str,
                 request_id: int | None) -> None:
@@ -245,6 +288,7 @@ class Manager:
             if item is None:
                 return
             socket, routing, message = item
+            started = time.perf_counter()
             try:
                 reply = self._answer(message)
             except Exception as exc:
@@ -253,6 +297,8 @@ class Manager:
                     with self.counters.lock:
                         self.counters.internal_errors += 1
                 reply = ErrorReply.from_exception(exc, request_id=message.request_id)
+            if self.on_query is not None:
+                self.on_query(message.TYPE, time.perf_counter() - started)
             try:
                 data = encode(reply, limits=self.limits)
             except Exception as exc:  # an unencodable body is our bug: say so, keep going
@@ -264,8 +310,9 @@ class Manager:
 
     def _answer(self, message: Any) -> Any:
         if isinstance(message, StatusRequest):
+            counters = {**self.counters.snapshot(), "lifetime": self.store.totals()}
             return StatusReply(request_id=message.request_id,
-                               body=self.queries.status(self.counters.snapshot()))
+                               body=self.queries.status(counters))
         if isinstance(message, PredictRequest):
             return PredictReply(request_id=message.request_id, body=self.queries.predict(
                 message.work_seconds, message.hosts, message.distribution, message.partition))
