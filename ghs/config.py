@@ -135,6 +135,9 @@ class ManagerConfig:
                                        help="queries waiting beyond this get 'busy'")
     retention_days: float = setting(8.0, low=1.0, high=3660.0,
                                     help="measurements older than this are pruned")
+    metrics_port: int = setting(0, low=0, high=65535,
+                                help="serve Prometheus metrics on this port (0: off)")
+    metrics_address: str = setting("127.0.0.1", help="address the metrics port binds")
 
 
 @dataclass(frozen=True)
@@ -155,6 +158,9 @@ class AgentConfig:
     batch_size: int = setting(256, low=1, high=1000, help="measurements per message")
     keys: str = setting("", help="the agent's CurveZMQ secret key file")
     server_key: str = setting("", help="the manager's public key file")
+    metrics_port: int = setting(0, low=0, high=65535,
+                                help="serve Prometheus metrics on this port (0: off)")
+    metrics_address: str = setting("127.0.0.1", help="address the metrics port binds")
 
 
 @dataclass(frozen=True)

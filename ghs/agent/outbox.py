@@ -10,7 +10,8 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -29,10 +30,13 @@ class Outbox:
     """Unacknowledged measurements per host. Safe to share between threads.
 
     ``path`` None keeps it in memory (tests only: nothing survives a restart then).
+    ``clock`` (epoch seconds) stamps when each measurement was queued.
     """
 
-    def __init__(self, path: str | Path | None) -> None:
+    def __init__(self, path: str | Path | None, *,
+                 clock: Callable[[], float] = time.time) -> None:
         self._lock = threading.Lock()
+        self.clock = clock
         try:
             if path is None:
                 connection = sqlite3.connect(":memory:", check_same_thread=False)
@@ -44,8 +48,12 @@ class Outbox:
                 self.db.execute("PRAGMA journal_mode=WAL")
                 self.db.execute("PRAGMA synchronous=NORMAL")
             if "outbox" not in self.db.table_names():
-                self.db["outbox"].create({"host_id": str, "seq": int, "payload": str},
+                self.db["outbox"].create({"host_id": str, "seq": int, "payload": str,
+                                          "queued_epoch_seconds": float},
                                          pk=("host_id", "seq"))
+            elif "queued_epoch_seconds" not in self.db["outbox"].columns_dict:
+                # an outbox from before queue ages were kept: its rows' ages are unknown
+                self.db["outbox"].add_column("queued_epoch_seconds", float)
             if "set_aside" not in self.db.table_names():
                 self.db["set_aside"].create({"host_id": str, "seq": int, "payload": str,
                                              "reason": str}, pk=("host_id", "seq"))
@@ -63,8 +71,9 @@ class Outbox:
             seq = rows[0]["next_seq"] if rows else 0
             self.db.execute("INSERT OR REPLACE INTO sequence (host_id, next_seq) VALUES (?, ?)",
                             [host_id, seq + 1])
-            self.db.execute("INSERT INTO outbox (host_id, seq, payload) VALUES (?, ?, ?)",
-                            [host_id, seq, json.dumps(fields)])
+            self.db.execute("INSERT INTO outbox (host_id, seq, payload, queued_epoch_seconds) "
+                            "VALUES (?, ?, ?, ?)",
+                            [host_id, seq, json.dumps(fields), self.clock()])
         return seq
 
     def pending(self, host_id: str, limit: int) -> list[tuple[int, dict[str, Any]]]:
@@ -102,6 +111,13 @@ class Outbox:
                 return self.db["outbox"].count
             return next(iter(self.db.query(
                 "SELECT COUNT(*) AS n FROM outbox WHERE host_id = ?", [host_id])))["n"]
+
+    def oldest_queued(self) -> float | None:
+        """When the oldest unacknowledged measurement was queued (epoch seconds); None if
+        the outbox is empty (or holds only rows from before queue times were kept)."""
+        with self._lock:
+            return next(iter(self.db.query(
+                "SELECT MIN(queued_epoch_seconds) AS t FROM outbox")))["t"]
 
     def hosts(self) -> list[str]:
         with self._lock:

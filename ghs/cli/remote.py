@@ -44,8 +44,11 @@ def status(ctx, endpoint, wait, timeout, as_json):
 @click.argument("directory", type=click.Path(file_okay=False))
 @click.option("--name", default="ghs", show_default=True, help="File name stem.")
 @click.option("--force", is_flag=True, help="Overwrite existing key files.")
+@click.option("--host", "hosts", multiple=True,
+              help="Host id (or pattern such as 'lab-sim*') this key may report, written "
+                   "into NAME.key for the manager's allow-list (repeatable; none: query only).")
 @json_option
-def keys(directory, name, force, as_json):
+def keys(directory, name, force, hosts, as_json):
     """Make a CurveZMQ key pair: NAME.key (public) and NAME.key_secret (mode 0600)."""
     from pathlib import Path
 
@@ -53,7 +56,8 @@ def keys(directory, name, force, as_json):
 
     Path(directory).mkdir(parents=True, exist_ok=True, mode=0o700)
     pair = generate_keypair()
-    public_path, secret_path = write_keypair(pair, directory, name, overwrite=force)
+    public_path, secret_path = write_keypair(pair, directory, name, overwrite=force,
+                                             hosts=tuple(hosts))
     if as_json:
         emit_json({"public": str(public_path), "secret": str(secret_path),
                    "public_key": pair.public.decode()})

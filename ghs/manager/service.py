@@ -332,6 +332,11 @@ class Manager:
                 with self.counters.lock:
                     self.counters.dropped_replies += 1
 
+    def handshakes(self) -> tuple[int, int] | None:
+        """CurveZMQ handshakes (accepted, denied) by the allow-list; None without one."""
+        auth = self._authenticator
+        return None if auth is None else (auth.accepted, auth.denied)
+
     def close(self) -> None:
         for socket, _ in self._sockets:
             socket.close(linger=0)

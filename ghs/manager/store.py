@@ -11,6 +11,7 @@ transactions, so they survive restarts.
 
 from __future__ import annotations
 
+import operator
 import sqlite3
 import threading
 from collections.abc import Iterable, Sequence
@@ -142,8 +143,7 @@ class ManagerStore:
         connection = self.db.conn
         before = connection.total_changes
         with connection:
-            connection.executemany(sql, [tuple(row.get(c) for c in MEASUREMENT_COLUMNS)
-                                         for row in rows])
+            connection.executemany(sql, _values(rows))
             new = connection.total_changes - before
             self._add_totals(connection, measurements_stored=new, duplicates=len(rows) - new)
         return new
@@ -168,8 +168,7 @@ class ManagerStore:
                     results.append(None)
                     continue
                 before = connection.total_changes
-                connection.executemany(sql, [tuple(row.get(c) for c in MEASUREMENT_COLUMNS)
-                                             for row in rows])
+                connection.executemany(sql, _values(rows))
                 results.append(connection.total_changes - before)
             new = sum(n for n in results if n is not None)
             offered = sum(len(rows) for (_, _, rows), n in zip(batches, results, strict=True)
@@ -230,6 +229,17 @@ class ManagerStore:
         if self._lock is not None:
             self._lock.release()
             self._lock = None
+
+
+_COLUMN_VALUES = operator.itemgetter(*MEASUREMENT_COLUMNS)
+
+
+def _values(rows: Sequence[dict[str, Any]]) -> list[tuple[Any, ...]]:
+    """Rows as tuples in ``MEASUREMENT_COLUMNS`` order (absent columns as NULL)."""
+    try:
+        return [_COLUMN_VALUES(row) for row in rows]  # the C fast path: every column given
+    except KeyError:
+        return [tuple(row.get(c) for c in MEASUREMENT_COLUMNS) for row in rows]
 
 
 def _facts(row: dict[str, Any]) -> HostFacts:
