@@ -21,11 +21,16 @@ class ManagerStartError(GhsError):
     code = "manager_start"
 
 
-def free_loopback_endpoint() -> str:
-    """``tcp://127.0.0.1:PORT`` with a port free right now (the OS's pick)."""
+def free_loopback_port() -> int:
+    """A TCP port on 127.0.0.1 free right now (the OS's pick)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         probe.bind(("127.0.0.1", 0))
-        return f"tcp://127.0.0.1:{probe.getsockname()[1]}"
+        return int(probe.getsockname()[1])
+
+
+def free_loopback_endpoint() -> str:
+    """``tcp://127.0.0.1:PORT`` with a port free right now."""
+    return f"tcp://127.0.0.1:{free_loopback_port()}"
 
 
 def wait_for_manager(process: subprocess.Popen, endpoint: str, timeout_seconds: float,
