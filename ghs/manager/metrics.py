@@ -75,14 +75,14 @@ class ManagerCollector(Collector):
                 ("dropped_replies", "Replies dropped because a peer's queue was full", dropped),
                 ("busy_refusals", "Queries refused because too many were waiting", busy)):
             yield CounterMetricFamily(f"ghs_manager_{name}", text, value=value)
-        states = {state: 0 for state in HOST_STATES}
-        for state in self.manager.queries.states():
-            states[host_state(state)] += 1
-        family = GaugeMetricFamily("ghs_manager_hosts", "Known hosts by state",
-                                   labels=["state"])
-        for state, count in states.items():
-            family.add_metric([state], count)
-        yield family
+        states = dict.fromkeys(HOST_STATES, 0)
+        for host in self.manager.queries.states():
+            states[host_state(host)] += 1
+        gauge = GaugeMetricFamily("ghs_manager_hosts", "Known hosts by state",
+                                  labels=["state"])
+        for name, count in states.items():
+            gauge.add_metric([name], count)
+        yield gauge
         totals = self.manager.store.totals()
         yield GaugeMetricFamily("ghs_manager_database_measurements",
                                 "Measurements held in the database now",
