@@ -63,6 +63,7 @@ def serve(manager: Manager, stop: threading.Event, *, retention_seconds: float,
         manager.run(stop)
     finally:
         manager.close()
+        manager.store.close()  # releases the database lock too
 
 
 def _prune(manager: Manager, stop: threading.Event, retention_seconds: float,
