@@ -198,20 +198,8 @@ class Manager:
                           "version": __version__}))
             elif isinstance(message, (StatusRequest, PredictRequest, ScheduleRequest)):
                 self._enqueue(socket, incoming.routing, message)
-            elif isinstance(message, MeasurementBatch):
+            elif isinstance(message, (MeasurementBatch, Hello, Heartbeat)):
                 self._due.append((socket, incoming.routing, message))
-            elif isinstance(message, Hello):
-                self._hello(message)
-                self._reply(socket, incoming.routing,
-                            Ack(request_id=message.request_id, host_id=message.host_id))
-            elif isinstance(message, Heartbeat):
-                if self.store.touch(message.host_id, self.clock()):
-                    self._reply(socket, incoming.routing,
-                                Ack(request_id=message.request_id, host_id=message.host_id))
-                else:
-                    self._refuse(socket, incoming.routing, "unknown_host",
-                                 f"host {message.host_id!r} has not said hello",
-                                 message.request_id)
         except Exception as exc:  # never let one message take the manager down
             LOG.exception("internal error handling %s", message.TYPE)
             with self.counters.lock:
@@ -219,44 +207,51 @@ class Manager:
             self._reply(socket, incoming.routing, ErrorReply.from_exception(
                 exc, request_id=getattr(message, "request_id", None)))
 
-    def _hello(self, hello: Hello) -> None:
-        now = self.clock()
-        self.store.upsert_host(HostFacts(
-            host_id=hello.host_id, hostname=hello.hostname, cores=hello.cores, tau=hello.tau,
-            os=hello.os, agent_version=hello.agent_version, simulated=bool(hello.simulated),
-            first_seen=now, last_seen=now))
-
     def _commit_due(self) -> None:
-        """Store this turn's batches in one commit, then acknowledge each (never before)."""
+        """Store this turn's hellos, heartbeats and batches in one commit, then acknowledge
+        each (never before)."""
         if not self._due:
             return
         due, self._due = self._due, []
         now = self.clock()
-        batches = [(batch.host_id, now, measurement_rows(batch.host_id, batch.measurements, now))
-                   for _, _, batch in due]
+        hosts = [HostFacts(
+            host_id=m.host_id, hostname=m.hostname, cores=m.cores, tau=m.tau, os=m.os,
+            agent_version=m.agent_version, simulated=bool(m.simulated), first_seen=now,
+            last_seen=now) for _, _, m in due if isinstance(m, Hello)]
+        reports = [(socket, routing, m) for socket, routing, m in due
+                   if not isinstance(m, Hello)]
+        batches = [(m.host_id, now, measurement_rows(m.host_id, m.measurements, now)
+                    if isinstance(m, MeasurementBatch) else []) for _, _, m in reports]
         try:
-            results = self.store.add_batches(batches)
+            results = self.store.add_batches(batches, hosts=hosts)
         except Exception as exc:  # nothing committed: agents resend after their timeout
-            LOG.exception("cannot store %d measurement batches", len(due))
+            LOG.exception("cannot store %d messages", len(due))
             with self.counters.lock:
                 self.counters.internal_errors += len(due)
-            for socket, routing, batch in due:
+            for socket, routing, message in due:
                 self._reply(socket, routing, ErrorReply.from_exception(
-                    exc, request_id=batch.request_id))
+                    exc, request_id=message.request_id))
             return
-        for (socket, routing, batch), (_, _, rows), new in zip(due, batches, results,
-                                                               strict=True):
+        for socket, routing, message in due:
+            if isinstance(message, Hello):
+                self._reply(socket, routing, Ack(request_id=message.request_id,
+                                                 host_id=message.host_id))
+        for (socket, routing, message), (_, _, rows), new in zip(reports, batches, results,
+                                                                 strict=True):
             if new is None:
                 self._refuse(socket, routing, "unknown_host",
-                             f"host {batch.host_id!r} has not said hello", batch.request_id)
+                             f"host {message.host_id!r} has not said hello",
+                             message.request_id)
                 continue
-            with self.counters.lock:
-                self.counters.stored += new
-                self.counters.stored_by_host[batch.host_id] += new
-                self.counters.duplicates += len(rows) - new
-            self._reply(socket, routing, Ack(
-                request_id=batch.request_id, host_id=batch.host_id,
-                acked=seq_ranges_of(m.seq for m in batch.measurements)))
+            acked: tuple = ()
+            if isinstance(message, MeasurementBatch):
+                acked = seq_ranges_of(m.seq for m in message.measurements)
+                with self.counters.lock:
+                    self.counters.stored += new
+                    self.counters.stored_by_host[message.host_id] += new
+                    self.counters.duplicates += len(rows) - new
+            self._reply(socket, routing, Ack(request_id=message.request_id,
+                                             host_id=message.host_id, acked=acked))
 
     def _refuse(self, socket: zmq.Socket, routing: tuple, code: str, reason: str,
                 request_id: int | None) -> None:

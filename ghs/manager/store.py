@@ -112,12 +112,15 @@ class ManagerStore:
 
     def upsert_host(self, facts: HostFacts) -> None:
         with self.db.conn:
-            existing = self.host(facts.host_id)
-            row = dict(facts.__dict__)
-            row["simulated"] = int(facts.simulated)
-            if existing is not None:
-                row["first_seen"] = existing.first_seen
-            self.db["hosts"].upsert(row, pk="host_id")
+            self._upsert(facts)
+
+    def _upsert(self, facts: HostFacts) -> None:
+        existing = self.host(facts.host_id)
+        row = dict(facts.__dict__)
+        row["simulated"] = int(facts.simulated)
+        if existing is not None:
+            row["first_seen"] = existing.first_seen
+        self.db["hosts"].upsert(row, pk="host_id")
 
     def touch(self, host_id: str, seen: float) -> bool:
         """Record that ``host_id`` was heard from; False if it never said hello."""
@@ -148,12 +151,13 @@ class ManagerStore:
             self._add_totals(connection, measurements_stored=new, duplicates=len(rows) - new)
         return new
 
-    def add_batches(self, batches: Sequence[tuple[str, float, Sequence[dict[str, Any]]]]
-                    ) -> list[int | None]:
+    def add_batches(self, batches: Sequence[tuple[str, float, Sequence[dict[str, Any]]]],
+                    hosts: Sequence[HostFacts] = ()) -> list[int | None]:
         """Store several hosts' batches in ONE transaction (one fsync for all of them).
 
-        Each batch is (host_id, seen epoch seconds, rows); per batch the result is how many
-        rows were new, or None when the host never said hello (nothing of it is stored).
+        ``hosts`` (from hellos) are upserted first, in the same transaction. Each batch is
+        (host_id, seen epoch seconds, rows; no rows for a heartbeat); per batch the result is
+        how many rows were new, or None when the host never said hello (nothing is stored).
         """
         placeholders = ", ".join("?" for _ in MEASUREMENT_COLUMNS)
         sql = (f"INSERT OR IGNORE INTO measurements ({', '.join(MEASUREMENT_COLUMNS)}) "
@@ -161,6 +165,8 @@ class ManagerStore:
         connection = self.db.conn
         results: list[int | None] = []
         with connection:
+            for facts in hosts:
+                self._upsert(facts)
             for host_id, seen, rows in batches:
                 cursor = connection.execute("UPDATE hosts SET last_seen = ? WHERE host_id = ?",
                                             [seen, host_id])

@@ -25,12 +25,16 @@ def test_batches_of_one_cycle_commit_together_and_totals_outlive_the_store(tmp_p
     assert store.seqs("a") == list(range(8)) and store.seqs("ghost") == []
     assert store.host("a").last_seen == 70.0 and store.host("b").last_seen == 60.0
     store.add_measurements(rows("b", 4))  # all four again
+    # a hello and its host's first batch and heartbeat, committed in the same transaction
+    assert store.add_batches([("c", 80.0, rows("c", 1)), ("c", 90.0, [])],
+                             hosts=[facts("c", seen=75.0)]) == [1, 0]
+    assert store.host("c").first_seen == 75.0 and store.host("c").last_seen == 90.0
     store.close()
     again = ManagerStore(tmp_path / "m.sqlite")
-    assert again.totals() == {"measurements_stored": 12, "duplicates": 3 + 4,
-                              "measurements_held": 12, "hosts": 2}
+    assert again.totals() == {"measurements_stored": 13, "duplicates": 3 + 4,
+                              "measurements_held": 13, "hosts": 3}
     again.prune(2.0e9)
-    assert again.totals()["measurements_stored"] == 12  # lifetime, not what is held now
+    assert again.totals()["measurements_stored"] == 13  # lifetime, not what is held now
     assert again.totals()["measurements_held"] == 0
 
 
