@@ -105,7 +105,7 @@ class Sender:
         self._requests: dict[int, str] = {}
         self.endpoint = endpoint
         self.reachable: bool | None = None  # unknown until the first answer or timeout
-        self._draining = False
+        self._recovered_at: float | None = None  # outbox clock when the manager came back
         self.socket = connect_dealer(context, endpoint, limits=limits, client_keys=client_keys,
                                      server_public_key=server_public_key,
                                      reconnect_ivl_ms=200, reconnect_ivl_max_ms=10_000)
@@ -128,8 +128,8 @@ class Sender:
         self._watch_connections()
         for link in self.links.values():
             self._send_due(link, now)
-        if self._draining and self.outbox.count() == 0:
-            self._draining = False
+        if self._recovered_at is not None and self._backlog_delivered(self._recovered_at):
+            self._recovered_at = None
             LOG.warning("queue drained: every measurement queued while the manager at %s was "
                         "unreachable is delivered", self.endpoint)
         if self.socket.poll(poll_ms, zmq.POLLIN):
@@ -162,11 +162,15 @@ class Sender:
 
     def _answered(self) -> None:
         if self.reachable is False:
-            queued = self.outbox.count()
             LOG.warning("manager at %s answers again; sending %d queued measurements",
-                        self.endpoint, queued)
-            self._draining = queued > 0
+                        self.endpoint, self.outbox.count())
+            self._recovered_at = self.outbox.clock()
         self.reachable = True
+
+    def _backlog_delivered(self, since: float) -> bool:
+        """Whether nothing queued before ``since`` (outbox clock) waits any more."""
+        oldest = self.outbox.oldest_queued()
+        return oldest is None or oldest >= since
 
     def _send(self, message: object) -> bool:
         try:
