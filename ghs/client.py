@@ -8,7 +8,8 @@ them (same code, same numbers), so ``cdf(x)`` works on the client too.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +23,7 @@ from protocol import (
     HistoryRequest,
     KeyPair,
     Limits,
+    PingRequest,
     PredictRequest,
     ProtocolError,
     ScheduleRequest,
@@ -104,20 +106,49 @@ class Client:
         if self._own_context:
             self.context.term()
 
-    def _ask(self, message: Any) -> dict[str, Any]:
+    def _ask(self, message: Any, timeout_seconds: float | None = None) -> dict[str, Any]:
+        timeout = self.timeout_seconds if timeout_seconds is None else timeout_seconds
         try:
-            reply = request(self.socket, message, timeout_seconds=self.timeout_seconds,
-                            limits=self.limits)
+            reply = request(self.socket, message, timeout_seconds=timeout, limits=self.limits)
         except ProtocolError as exc:
             if exc.code == "timeout":
                 raise ManagerError(f"the manager at {self.endpoint} did not answer within "
-                                   f"{self.timeout_seconds:g} s", code="timeout",
+                                   f"{timeout:g} s", code="timeout",
                                    field="manager", value=self.endpoint) from None
             raise ManagerError(f"bad reply from {self.endpoint}: {exc.reason}",
                                code=exc.code) from None
         if isinstance(reply, ErrorReply):
             raise ManagerError(f"manager: {reply.reason}", code=reply.code)
         return reply.body
+
+    def ping(self, timeout_seconds: float | None = None) -> dict[str, Any]:
+        """The manager's readiness answer ({"uptime_seconds", "version"}), once its store is
+        open; ManagerError (code ``timeout``) if none comes within ``timeout_seconds``."""
+        return self._ask(PingRequest(request_id=next(self._ids)), timeout_seconds)
+
+    def wait_ready(self, timeout_seconds: float, *, check: Callable[[], None] | None = None,
+                   clock: Callable[[], float] = time.monotonic) -> dict[str, Any]:
+        """Ping until the manager answers, for up to ``timeout_seconds``; returns the answer.
+
+        ``check`` runs between tries and may raise to give up early (a daemon that exited).
+        """
+        if not timeout_seconds > 0:
+            raise GhsError(f"timeout must be > 0 seconds, got {timeout_seconds!r}",
+                           field="timeout_seconds", value=timeout_seconds)
+        deadline = clock() + timeout_seconds
+        while True:
+            if check is not None:
+                check()
+            remaining = deadline - clock()
+            if remaining <= 0:
+                raise ManagerError(f"the manager at {self.endpoint} was not ready within "
+                                   f"{timeout_seconds:g} s", code="timeout", field="manager",
+                                   value=self.endpoint)
+            try:
+                return self.ping(timeout_seconds=min(0.5, remaining))
+            except ManagerError as exc:
+                if exc.code != "timeout":
+                    raise
 
     def status(self) -> Status:
         body = self._ask(StatusRequest(request_id=next(self._ids)))

@@ -171,6 +171,9 @@ class ManagerConfig:
                                          "host's latest record) are pruned")
     hourly_retention_days: float = setting(90.0, low=1.0, high=3660.0,
                                            help="hourly capacity sums are kept this long")
+    metrics_port: int = setting(0, low=0, high=65535,
+                                help="serve Prometheus metrics on this port (0: off)")
+    metrics_address: str = setting("127.0.0.1", help="address the metrics port binds")
 
 
 @dataclass(frozen=True)
@@ -191,6 +194,9 @@ class AgentConfig:
     batch_size: int = setting(256, low=1, high=1000, help="measurements per message")
     keys: str = setting("", help="the agent's CurveZMQ secret key file")
     server_key: str = setting("", help="the manager's public key file")
+    metrics_port: int = setting(0, low=0, high=65535,
+                                help="serve Prometheus metrics on this port (0: off)")
+    metrics_address: str = setting("127.0.0.1", help="address the metrics port binds")
 
 
 @dataclass(frozen=True)

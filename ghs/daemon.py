@@ -10,6 +10,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 
 def stop_on_signals() -> threading.Event:
@@ -62,3 +63,23 @@ def keep_numpy_out() -> None:
     """
     if "numpy" not in sys.modules:
         sys.modules["numpy"] = None  # type: ignore[assignment]
+
+
+def open_metrics(address: str, port: int) -> tuple[Any, Any]:
+    """(registry, server): an empty prometheus_client CollectorRegistry served at
+    http://ADDRESS:PORT/metrics on a daemon thread (``server.shutdown()`` stops it), opened
+    before the daemon builds anything so a port in use fails fast; (None, None) when port is 0.
+    """
+    if port == 0:
+        return None, None
+    from prometheus_client import CollectorRegistry, start_http_server
+
+    from ghs.errors import GhsError
+
+    registry = CollectorRegistry()
+    try:
+        server, _ = start_http_server(port, addr=address, registry=registry)
+    except OSError as exc:
+        raise GhsError(f"cannot serve metrics on {address}:{port}: {exc.strerror}",
+                       field="metrics_port", value=port) from None
+    return registry, server

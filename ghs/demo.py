@@ -9,7 +9,6 @@ for the host table, a prediction and a schedule, then stops everything with SIGT
 from __future__ import annotations
 
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -22,6 +21,7 @@ from pathlib import Path
 from ghs.answers import Answer
 from ghs.client import Client, Status
 from ghs.errors import GhsError
+from ghs.launch import free_loopback_endpoint, wait_for_manager
 
 DAY_HOURS = 24.0
 
@@ -49,19 +49,6 @@ def _start(command: list[str], log: Path, env: dict[str, str]) -> subprocess.Pop
     handle = log.open("w")
     return subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT, env=env,
                             stdin=subprocess.DEVNULL)
-
-
-def _wait_for_endpoint(process: subprocess.Popen, log: Path, timeout: float) -> str:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        match = re.search(r"listening on (tcp://[0-9.]+:[0-9]+)", log.read_text())
-        if match:
-            return match.group(1)
-        if process.poll() is not None:
-            raise DemoError(f"the manager exited at start: {log.read_text().strip()[-300:]}")
-        time.sleep(0.05)
-    raise DemoError("the manager did not start listening within "
-                    f"{timeout:g} s")
 
 
 def _stop(processes: list[subprocess.Popen], timeout: float = 15.0) -> None:
@@ -93,11 +80,15 @@ def run_demo(*, simulated: int = 12, speedup: float = 3600.0, seed: int = 7,
         (root / "none.toml").write_text("")
         processes: list[subprocess.Popen] = []
         try:
-            manager = _start(_ghs("manager", "--endpoint", "tcp://127.0.0.1:*",
+            endpoint = free_loopback_endpoint()
+            manager = _start(_ghs("manager", "--endpoint", endpoint,
                                   "--database", str(root / "manager.sqlite")),
                              root / "manager.log", env)
             processes.append(manager)
-            endpoint = _wait_for_endpoint(manager, root / "manager.log", 30.0)
+            try:
+                wait_for_manager(manager, endpoint, 30.0, root / "manager.log")
+            except GhsError as exc:
+                raise DemoError(exc.message) from None
             # the real host measures back to back so it shows up within the demo's minute;
             # accounting stays in auto mode: the demo never takes over the kernel's file
             real_env = {**env, "GHS_SENSOR_MAX_PER_HOUR": str(int(3600 // real_interval_seconds)),

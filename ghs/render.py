@@ -156,6 +156,12 @@ def show_status(console: Console, status: Any) -> None:
     console.print(table)
     counters = status.counters
     rejected = ", ".join(f"{k} {v}" for k, v in sorted(counters.get("rejected", {}).items()))
-    console.print(f"stored {counters.get('measurements_stored', 0):,} measurements, "
+    console.print(f"this run: stored {counters.get('measurements_stored', 0):,} measurements, "
                   f"{counters.get('duplicates', 0):,} duplicates; rejected: "
                   f"{rejected or 'none'}")
+    lifetime = counters.get("lifetime")
+    if lifetime:
+        console.print(f"database: {lifetime['measurements_held']:,} measurements held, "
+                      f"{lifetime['measurements_stored']:,} stored and "
+                      f"{lifetime['duplicates']:,} duplicates over its lifetime, "
+                      f"{lifetime['hosts']:,} hosts")

@@ -36,6 +36,8 @@ from protocol.queries import (
     ErrorReply,
     HistoryReply,
     HistoryRequest,
+    PingReply,
+    PingRequest,
     PredictReply,
     PredictRequest,
     ScheduleReply,
@@ -48,8 +50,8 @@ from protocol.streams import RecordBatch
 MESSAGE_TYPES: Mapping[str, type[Message]] = {
     cls.TYPE: cls for cls in (
         Hello, MeasurementBatch, Heartbeat, StatusRequest, PredictRequest, ScheduleRequest,
-        RecordBatch, HistoryRequest, Ack, StatusReply, PredictReply, ScheduleReply,
-        HistoryReply, ErrorReply)
+        RecordBatch, HistoryRequest, PingRequest, Ack, StatusReply, PredictReply,
+        ScheduleReply, HistoryReply, PingReply, ErrorReply)
 }
 REQUEST_TYPES = frozenset(name for name, cls in MESSAGE_TYPES.items() if not cls.IS_REPLY)
 """What the manager accepts."""

@@ -5,6 +5,11 @@ so ``zmq.auth.load_certificate`` and czmq tools read them too: ``NAME.key`` hold
 (mode 0644) and ``NAME.key_secret`` both keys (mode 0600, created with that mode so it is never
 readable by others, not even for a moment). An allow-list is a directory of ``*.key`` files or a
 text file of Z85 public keys, one a line (lines starting with ``#`` are comments).
+
+An allow-list entry may also name the host ids its key may report measurements for (shell
+patterns such as ``lab-sim*`` allowed): in a text file after the key on the same line
+(``KEY ws1 ws2``), in a certificate as ``hosts = "ws1 ws2"`` in its ``metadata`` section. A key
+without hosts may only query.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from protocol.errors import KeyFileError
 
 Z85_KEY_CHARS = 40
 _KEY_LINE = re.compile(r'^\s*(public|secret)-key\s*=\s*"([^"]*)"\s*$')
+_HOSTS_LINE = re.compile(r'^\s*hosts\s*=\s*"([^"]*)"\s*$')
 _PUBLIC_SUFFIX = ".key"
 _SECRET_SUFFIX = ".key_secret"
 
@@ -79,12 +85,13 @@ def key_file_paths(directory: str | Path, name: str) -> tuple[Path, Path]:
     return base / f"{name}{_PUBLIC_SUFFIX}", base / f"{name}{_SECRET_SUFFIX}"
 
 
-def _certificate(pair: KeyPair, *, with_secret: bool) -> str:
+def _certificate(pair: KeyPair, *, with_secret: bool, hosts: tuple[str, ...] = ()) -> str:
     lines = ["#   ZeroMQ CURVE " + ("**Secret** Certificate" if with_secret
                                     else "Public Certificate"),
              "#   written by ghs" + ("; DO NOT share this file or loosen its permissions"
                                      if with_secret else ""),
-             "", "metadata", "curve", f'    public-key = "{pair.public.decode()}"']
+             "", "metadata", *([f'    hosts = "{" ".join(hosts)}"'] if hosts else []),
+             "curve", f'    public-key = "{pair.public.decode()}"']
     if with_secret and pair.secret is not None:
         lines.append(f'    secret-key = "{pair.secret.decode()}"')
     return "\n".join(lines) + "\n"
@@ -112,13 +119,22 @@ def _write(path: Path, content: str, mode: int, overwrite: bool) -> None:
 
 
 def write_keypair(pair: KeyPair, directory: str | Path, name: str, *,
-                  overwrite: bool = False) -> tuple[Path, Path]:
-    """Write ``NAME.key`` (0644) and ``NAME.key_secret`` (0600); returns their paths."""
+                  overwrite: bool = False, hosts: tuple[str, ...] = ()) -> tuple[Path, Path]:
+    """Write ``NAME.key`` (0644) and ``NAME.key_secret`` (0600); returns their paths.
+
+    ``hosts``: host ids (or shell patterns) the key may report, written into the public
+    certificate for a manager's allow-list folder.
+    """
     if pair.secret is None:
         raise KeyFileError("cannot write a key pair without its secret key", field="secret")
+    for host in hosts:
+        if not host or any(c.isspace() or c == '"' for c in host):
+            raise KeyFileError(f"host {host!r} must be one word without quotes", field="hosts",
+                               value=host)
     public_path, secret_path = key_file_paths(directory, name)
     _write(secret_path, _certificate(pair, with_secret=True), 0o600, overwrite)
-    _write(public_path, _certificate(pair, with_secret=False), 0o644, overwrite)
+    _write(public_path, _certificate(pair, with_secret=False, hosts=tuple(hosts)), 0o644,
+           overwrite)
     return public_path, secret_path
 
 
@@ -178,16 +194,32 @@ def read_public_key(path: str | Path) -> bytes:
 
 def load_allowed_keys(path: str | Path) -> frozenset[bytes]:
     """Public keys from a directory of ``*.key`` certificates or a text file of Z85 keys."""
+    return frozenset(load_allow_list(path))
+
+
+def load_allow_list(path: str | Path) -> dict[bytes, tuple[str, ...]]:
+    """Allowed public keys, each with the host-id patterns it may report (may be none)."""
     path = Path(path)
     if path.is_dir():
-        return frozenset(read_public_key(item) for item in sorted(path.glob(f"*{_PUBLIC_SUFFIX}")))
+        return dict(_certificate_entry(item)
+                    for item in sorted(path.glob(f"*{_PUBLIC_SUFFIX}")))
     content = _read_text(path, "allow-list")
     if "public-key" in content:
-        return frozenset({read_public_key(path)})
-    keys = set()
+        return dict([_certificate_entry(path)])
+    entries: dict[bytes, tuple[str, ...]] = {}
     for number, line in enumerate(content.splitlines(), start=1):
-        entry = line.strip()
+        words = line.split()
         # '#' is a Z85 digit, so only a whole line can be a comment
-        if entry and not entry.startswith("#"):
-            keys.add(normalise_key(entry, what=f"{path} line {number}"))
-    return frozenset(keys)
+        if words and not words[0].startswith("#"):
+            key = normalise_key(words[0], what=f"{path} line {number}")
+            entries[key] = (*entries.get(key, ()), *words[1:])
+    return entries
+
+
+def _certificate_entry(path: Path) -> tuple[bytes, tuple[str, ...]]:
+    hosts: list[str] = []
+    for line in _read_text(path, "key file").splitlines():
+        match = _HOSTS_LINE.match(line)
+        if match:
+            hosts.extend(match.group(1).split())
+    return read_public_key(path), tuple(hosts)

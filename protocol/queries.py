@@ -2,6 +2,7 @@
 
 Client -> manager (each carries ``request_id`` (int), echoed by the reply):
 
+- ``ping``: nothing else; answered as soon as the manager's store is open (readiness).
 - ``status``: nothing else.
 - ``predict``: work_seconds (float > 0, reference-CPU-seconds); hosts (list of distinct names,
   optional: all fresh hosts); distribution (``gamma|weibull|lognormal|auto``, optional);
@@ -12,6 +13,8 @@ Client -> manager (each carries ``request_id`` (int), echoed by the reply):
 
 Manager -> client:
 
+- ``ping_reply``: request_id and ``body`` with at least ``uptime_seconds`` (number) and
+  ``version`` (string, the manager's software version).
 - ``status_reply``, ``predict_reply``, ``schedule_reply``: request_id and ``body``, a map of
   plain data (nil, bool, int, finite float, str, list, str-keyed map) bounded in size and depth,
   shaped like the JSON of ``ghs status|predict|schedule --json``. Only the top-level keys named
@@ -47,6 +50,17 @@ DISTRIBUTIONS = ("gamma", "weibull", "lognormal", "auto")
 PARTITIONS = ("equal-mean", "equal-load", "speed")
 # the scheduler's list (the protocol may not import it); a test keeps the copies equal
 METHODS = ("auto", "heuristic", "optimal", "prefix")
+
+
+@dataclass(frozen=True)
+class PingRequest(Message):
+    """Ask whether the manager is up with its store open (a readiness probe)."""
+
+    TYPE: ClassVar[str] = "ping"
+    MIN_VERSION: ClassVar[int] = 2
+    SCHEMA: ClassVar[Schema] = Schema({"request_id": REQUEST_ID}, also=HEADER)
+
+    request_id: int
 
 
 @dataclass(frozen=True)
@@ -131,6 +145,7 @@ def _body(required: Mapping[str, str]) -> Field:
 
 
 BODY_KEYS: dict[str, dict[str, str]] = {
+    "ping_reply": {"uptime_seconds": "number", "version": "string"},
     "status_reply": {"hosts": "list of maps", "counters": "map"},
     "predict_reply": {"hosts": "list of maps", "mean": "number", "std": "number"},
     "schedule_reply": {"hosts": "list of maps", "mean": "number", "std": "number",
@@ -152,6 +167,15 @@ class _BodyReply(Message):
 
     request_id: int
     body: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class PingReply(_BodyReply):
+    """``body``: {"uptime_seconds", "version", ...}: the manager is ready."""
+
+    TYPE: ClassVar[str] = "ping_reply"
+    MIN_VERSION: ClassVar[int] = 2
+    SCHEMA: ClassVar[Schema] = _reply_schema("ping_reply")
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,8 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -32,10 +33,13 @@ class Outbox:
     """Unacknowledged measurements per host. Safe to share between threads.
 
     ``path`` None keeps it in memory (tests only: nothing survives a restart then).
+    ``clock`` (epoch seconds) stamps when each measurement was queued.
     """
 
-    def __init__(self, path: str | Path | None) -> None:
+    def __init__(self, path: str | Path | None, *,
+                 clock: Callable[[], float] = time.time) -> None:
         self._lock = threading.Lock()
+        self.clock = clock
         try:
             if path is None:
                 connection = sqlite3.connect(":memory:", check_same_thread=False)
@@ -46,7 +50,8 @@ class Outbox:
             if path is not None:
                 self.db.execute("PRAGMA journal_mode=WAL")
                 self.db.execute("PRAGMA synchronous=NORMAL")
-            tables = (("outbox", {"payload": str}, ("host_id", "stream", "seq")),
+            tables = (("outbox", {"payload": str, "queued_epoch_seconds": float},
+                       ("host_id", "stream", "seq")),
                       ("set_aside", {"payload": str, "reason": str},
                        ("host_id", "stream", "seq")),
                       ("sequence", {"next_seq": int}, ("host_id", "stream")))
@@ -55,10 +60,15 @@ class Outbox:
                 if not table.exists():
                     keys = {"host_id": str, "stream": str, "seq": int}
                     table.create({k: keys[k] for k in pk} | columns, pk=pk)
-                elif "stream" not in table.columns_dict:
+                    continue
+                if "stream" not in table.columns_dict:
                     # an outbox from before the record streams: all of it is measurements
                     table.add_column("stream", str, not_null_default=MEASUREMENTS)
                     table.transform(pk=pk)
+                for column, kind in columns.items():
+                    if column not in table.columns_dict:
+                        # e.g. queue ages, not kept before: those rows' ages are unknown
+                        table.add_column(column, kind)
         except (sqlite3.Error, OSError) as exc:
             raise OutboxError(f"cannot open the agent outbox {str(path)!r}: {exc}",
                               field="outbox", value=str(path)) from None
@@ -78,9 +88,9 @@ class Outbox:
                 seq = rows[0]["next_seq"] if rows else 0
                 self.db.execute("INSERT OR REPLACE INTO sequence (host_id, stream, next_seq) "
                                 "VALUES (?, ?, ?)", [host_id, stream, seq + 1])
-                self.db.execute("INSERT INTO outbox (host_id, stream, seq, payload) "
-                                "VALUES (?, ?, ?, ?)",
-                                [host_id, stream, seq, json.dumps(fields)])
+                self.db.execute("INSERT INTO outbox (host_id, stream, seq, payload, "
+                                "queued_epoch_seconds) VALUES (?, ?, ?, ?, ?)",
+                                [host_id, stream, seq, json.dumps(fields), self.clock()])
                 seqs.append(seq)
         return seqs
 
@@ -124,6 +134,13 @@ class Outbox:
         with self._lock:
             return next(iter(self.db.query(f"SELECT COUNT(*) AS n FROM outbox WHERE {where}",
                                            [value for _, value in clauses])))["n"]
+
+    def oldest_queued(self) -> float | None:
+        """When the oldest unacknowledged measurement was queued (epoch seconds); None if
+        the outbox is empty (or holds only rows from before queue times were kept)."""
+        with self._lock:
+            return next(iter(self.db.query(
+                "SELECT MIN(queued_epoch_seconds) AS t FROM outbox")))["t"]
 
     def hosts(self) -> list[str]:
         with self._lock:

@@ -4,6 +4,10 @@ One DEALER socket serves every host the agent measures. A batch stays in flight 
 ack arrives; without one it is sent again after a timeout that doubles up to a cap, while
 ZeroMQ reconnects underneath. A measurement that cannot even be encoded (a sensor bug) is
 moved aside with its reason, loudly, instead of blocking its host's stream.
+
+The log says when the manager stops answering (a request unanswered past its timeout), when
+it answers again, and when the measurements queued meanwhile have all been delivered. A
+socket monitor counts the connections ZeroMQ makes, so reconnects can be counted too.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import zmq
+from zmq.utils.monitor import recv_monitor_message
 
 from ghs.agent.outbox import MEASUREMENTS, Outbox
 from ghs.record import HostIdentity
@@ -67,6 +72,12 @@ class SenderStats:
     resent_batches: int = 0
     acked: int = 0
     errors: dict[str, int] = field(default_factory=dict)
+    connections: int = 0  # handshakes completed with the manager; reconnects = this - 1
+    outages: int = 0  # times the manager stopped answering
+
+    @property
+    def reconnects(self) -> int:
+        return max(0, self.connections - 1)
 
 
 class Sender:
@@ -91,9 +102,13 @@ class Sender:
         self.stats = SenderStats()
         self._ids = itertools.count(1)
         self._requests: dict[int, tuple[str, str]] = {}
+        self.endpoint = endpoint
+        self.reachable: bool | None = None  # unknown until the first answer or timeout
+        self._recovered_at: float | None = None  # outbox clock when the manager came back
         self.socket = connect_dealer(context, endpoint, limits=limits, client_keys=client_keys,
                                      server_public_key=server_public_key,
                                      reconnect_ivl_ms=200, reconnect_ivl_max_ms=10_000)
+        self._monitor = self.socket.get_monitor_socket(zmq.EVENT_HANDSHAKE_SUCCEEDED)
 
     def _link(self, identity: HostIdentity) -> _HostLink:
         return _HostLink(identity, {stream: _Flight(self.ack_timeout) for stream in
@@ -113,8 +128,13 @@ class Sender:
     def step(self, poll_ms: int = 50) -> None:
         """One turn: send what is due, then take the replies that arrive within ``poll_ms``."""
         now = self.clock()
+        self._watch_connections()
         for link in self.links.values():
             self._send_due(link, now)
+        if self._recovered_at is not None and self._backlog_delivered(self._recovered_at):
+            self._recovered_at = None
+            LOG.warning("queue drained: every measurement queued while the manager at %s was "
+                        "unreachable is delivered", self.endpoint)
         if self.socket.poll(poll_ms, zmq.POLLIN):
             for _ in range(1000):
                 try:
@@ -125,6 +145,35 @@ class Sender:
                     self._count(exc.code)
                     continue
                 self._take(reply)
+
+    def _watch_connections(self) -> None:
+        while True:
+            try:
+                recv_monitor_message(self._monitor, zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            self.stats.connections += 1
+
+    def _unanswered(self, waited_seconds: float) -> None:
+        """A request went unanswered for ``waited_seconds``: say so once per outage."""
+        if self.reachable is False:
+            return
+        self.reachable = False
+        self.stats.outages += 1
+        LOG.warning("manager at %s unreachable: no answer for %.1f s; measurements wait in "
+                    "the outbox (%d now)", self.endpoint, waited_seconds, self.outbox.count())
+
+    def _answered(self) -> None:
+        if self.reachable is False:
+            LOG.warning("manager at %s answers again; sending %d queued measurements",
+                        self.endpoint, self.outbox.count())
+            self._recovered_at = self.outbox.clock()
+        self.reachable = True
+
+    def _backlog_delivered(self, since: float) -> bool:
+        """Whether nothing queued before ``since`` (outbox clock) waits any more."""
+        oldest = self.outbox.oldest_queued()
+        return oldest is None or oldest >= since
 
     def _send(self, message: object) -> bool:
         try:
@@ -137,6 +186,8 @@ class Sender:
         identity = link.identity
         if not link.greeted:
             if now - link.hello_sent >= link.timeout:
+                if link.hello_id is not None:
+                    self._unanswered(now - link.hello_sent)
                 request_id = next(self._ids)
                 hello = identity.hello(request_id)
                 if self._send(hello):
@@ -155,6 +206,7 @@ class Sender:
         if flight.batch_id is not None and now - flight.batch_sent < flight.timeout:
             return
         if flight.batch_id is not None:  # no ack in time: back off and send again
+            self._unanswered(now - flight.batch_sent)
             self.stats.resent_batches += 1
             flight.timeout = min(flight.timeout * 2, self.max_backoff)
             self._requests.pop(flight.batch_id, None)
@@ -197,6 +249,7 @@ class Sender:
                            records=tuple(records))
 
     def _take(self, reply: object) -> None:
+        self._answered()
         request_id = getattr(reply, "request_id", None)
         host_id, _ = (self._requests.pop(request_id, (None, None)) if request_id is not None
                       else (None, None))
@@ -232,4 +285,6 @@ class Sender:
         self.stats.errors[code] = self.stats.errors.get(code, 0) + 1
 
     def close(self) -> None:
+        self.socket.disable_monitor()
+        self._monitor.close(linger=0)
         self.socket.close(linger=0)

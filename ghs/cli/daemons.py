@@ -7,7 +7,7 @@ import zmq
 
 from ghs.cli.common import POSITIVE_DURATION, config_from, setting_duration
 from ghs.config import SensorConfig
-from ghs.daemon import configure_logging, stop_on_signals
+from ghs.daemon import configure_logging, open_metrics, stop_on_signals
 
 
 @click.command()
@@ -18,9 +18,12 @@ from ghs.daemon import configure_logging, stop_on_signals
 @click.option("--database", default=None, help="SQLite file (default pcm.database).")
 @click.option("--insecure", is_flag=True, default=None,
               help="Allow binding beyond loopback without CurveZMQ keys.")
+@click.option("--metrics-port", type=click.IntRange(0, 65535), default=None,
+              help="Serve Prometheus metrics at http://ADDRESS:PORT/metrics (address: "
+                   "pcm.metrics_address, loopback by default; 0: off).")
 @click.option("-v", "--verbose", is_flag=True, help="Log at INFO level.")
 @click.pass_context
-def manager(ctx, endpoint, client_endpoint, database, insecure, verbose):
+def manager(ctx, endpoint, client_endpoint, database, insecure, metrics_port, verbose):
     """Run the manager (PCM): store measurements, answer status/predict/schedule."""
     from ghs.errors import GhsError
     from ghs.manager.run import build_manager, serve
@@ -28,6 +31,8 @@ def manager(ctx, endpoint, client_endpoint, database, insecure, verbose):
 
     configure_logging(verbose)
     config = config_from(ctx)
+    port = config.pcm.metrics_port if metrics_port is None else metrics_port
+    registry, metrics = open_metrics(config.pcm.metrics_address, port)
     stop = stop_on_signals()
     context = zmq.Context()
     try:
@@ -41,9 +46,15 @@ def manager(ctx, endpoint, client_endpoint, database, insecure, verbose):
                            "can reach it could read and forge measurements; set pcm.keys and "
                            "pcm.allow, bind to loopback, or pass --insecure to accept the "
                            "risk", field="endpoint", value=exc.value) from None
+        if registry is not None:
+            from ghs.manager.metrics import register_manager_metrics
+
+            register_manager_metrics(registry, service)
         click.echo(f"ghs manager listening on {', '.join(service.endpoints)}", err=True)
         serve(service, stop, retention_seconds=config.pcm.retention_days * 86400.0)
     finally:
+        if metrics is not None:
+            metrics.shutdown()
         context.term()
 
 
@@ -76,10 +87,13 @@ def manager(ctx, endpoint, client_endpoint, database, insecure, verbose):
                    "else 2026-01-05 00:00 UTC).")
 @click.option("--drain-timeout", type=POSITIVE_DURATION, default=120.0, show_default=True,
               help="With --until: how long to wait for the manager to acknowledge everything.")
+@click.option("--metrics-port", type=click.IntRange(0, 65535), default=None,
+              help="Serve Prometheus metrics at http://ADDRESS:PORT/metrics (address: "
+                   "agent.metrics_address, loopback by default; 0: off).")
 @click.option("-v", "--verbose", is_flag=True, help="Log at INFO level.")
 @click.pass_context
 def agent(ctx, endpoint, simulate, speedup, seed, interval, host_id, outbox, store, replay,
-          stations, utilisation, until, replay_epoch, drain_timeout, verbose):
+          stations, utilisation, until, replay_epoch, drain_timeout, metrics_port, verbose):
     """Run the measuring agent: sample this machine (or simulated ones, or replayed logs) and
     ship to the manager."""
     if until is not None and not replay:
@@ -97,6 +111,8 @@ def agent(ctx, endpoint, simulate, speedup, seed, interval, host_id, outbox, sto
     configure_logging(verbose)
     config = config_from(ctx)
     endpoint = manager_endpoint(config, endpoint)
+    port = config.agent.metrics_port if metrics_port is None else metrics_port
+    registry, metrics = open_metrics(config.agent.metrics_address, port)
     stop = stop_on_signals()
     context = zmq.Context()
     try:
@@ -106,6 +122,10 @@ def agent(ctx, endpoint, simulate, speedup, seed, interval, host_id, outbox, sto
                               store_path=store, replay=replay, stations=stations,
                               utilisation=utilisation, until_seconds=until,
                               replay_zero_epoch_seconds=replay_epoch)
+        if registry is not None:
+            from ghs.agent.metrics import register_agent_metrics
+
+            register_agent_metrics(registry, running)
         names = ", ".join(host.identity.host_id for host in running.hosts)
         click.echo(f"ghs agent measuring {names} -> {endpoint}", err=True)
         running.run(stop, drain_seconds=drain_timeout if until is not None else 2.0)
@@ -114,4 +134,6 @@ def agent(ctx, endpoint, simulate, speedup, seed, interval, host_id, outbox, sto
                            f"{drain_timeout:g} s; the rest stays in the outbox",
                            field="drain_timeout", value=drain_timeout)
     finally:
+        if metrics is not None:
+            metrics.shutdown()
         context.term()

@@ -11,11 +11,12 @@ from ghs.config import Config
 from ghs.daemon import expand
 from ghs.errors import GhsError
 from ghs.manager.estimates import EstimateCache
+from ghs.manager.identity import HostBindings
 from ghs.manager.queries import QueryService
 from ghs.manager.service import Manager
 from ghs.manager.store import ManagerStore
 from ghs.manager.streams import Retention
-from protocol import load_allowed_keys, read_keypair
+from protocol import load_allow_list, read_keypair
 
 
 def build_manager(config: Config, *, context: zmq.Context, endpoint: str | None = None,
@@ -24,16 +25,23 @@ def build_manager(config: Config, *, context: zmq.Context, endpoint: str | None 
     """A bound manager (flags override the ``[pcm]`` settings)."""
     settings = config.pcm
     store = ManagerStore(expand(database or settings.database), Retention(
-        capacity_days=settings.retention_days, hourly_days=settings.hourly_retention_days))
+        capacity_days=settings.retention_days, hourly_days=settings.hourly_retention_days),
+        exclusive=True)
     cache = EstimateCache(store, window_seconds=config.sensor.window_hours * 3600.0)
     queries = QueryService(cache, config.scheduler,
                            stale_after_seconds=settings.stale_after_seconds, clock=time.time,
                            snapshot_fresh_seconds=settings.snapshot_fresh_seconds)
-    server_keys = read_keypair(expand(settings.keys)) if settings.keys else None
-    allowed = load_allowed_keys(expand(settings.allow)) if settings.allow else None
-    if allowed is not None and server_keys is None:
+    try:
+        server_keys = read_keypair(expand(settings.keys)) if settings.keys else None
+        allow_list = load_allow_list(expand(settings.allow)) if settings.allow else None
+    except BaseException:
+        store.close()
+        raise
+    if allow_list is not None and server_keys is None:
+        store.close()
         raise GhsError("an allow-list (pcm.allow) needs the manager's keys (pcm.keys)",
                        field="pcm.allow", value=settings.allow)
+    allowed = None if allow_list is None else frozenset(allow_list)
     second = client_endpoint if client_endpoint is not None else settings.client_endpoint
     try:
         return Manager(context=context, store=store, queries=queries,
@@ -43,7 +51,8 @@ def build_manager(config: Config, *, context: zmq.Context, endpoint: str | None 
                        insecure=settings.insecure if insecure is None else insecure,
                        workers=settings.workers,
                        max_pending_queries=settings.max_pending_queries,
-                       retention_seconds=settings.retention_days * 86400.0)
+                       retention_seconds=settings.retention_days * 86400.0,
+                       host_bindings=None if allow_list is None else HostBindings(allow_list))
     except BaseException:
         store.close()
         raise
@@ -59,6 +68,7 @@ def serve(manager: Manager, stop: threading.Event, *, retention_seconds: float,
         manager.run(stop)
     finally:
         manager.close()
+        manager.store.close()  # releases the database lock too
 
 
 def _prune(manager: Manager, stop: threading.Event, retention_seconds: float,

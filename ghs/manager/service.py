@@ -1,7 +1,10 @@
 """The manager's ROUTER loop: agents' hellos, measurements and heartbeats; clients' queries.
 
 The loop itself only decodes, stores and acknowledges; queries run on worker threads so an
-exact selection over 20 hosts never holds up the agents. Workers hand finished replies back
+exact selection over 20 hosts never holds up the agents. The measurement batches received in
+one turn of the loop are committed together (one fsync) and acknowledged after that commit.
+With an allow-list that binds keys to host ids, a message about a host its key may not report
+is refused as ``host_not_allowed``. Workers hand finished replies back
 through an inproc socket, since only the loop's thread may use the ROUTERs. Every message that
 fails validation is answered with an error and counted by its code; an unexpected exception is
 answered as ``internal`` and counted, and the loop goes on.
@@ -20,7 +23,9 @@ from typing import Any
 
 import zmq
 
+from ghs import __version__
 from ghs.manager.history import host_history
+from ghs.manager.identity import HostBindings
 from ghs.manager.queries import QueryService
 from ghs.manager.store import HostFacts, ManagerStore
 from ghs.record import HostIdentity, stored_rows
@@ -37,6 +42,8 @@ from protocol import (
     KeyPair,
     Limits,
     MeasurementBatch,
+    PingReply,
+    PingRequest,
     PredictReply,
     PredictRequest,
     RecordBatch,
@@ -54,8 +61,8 @@ from protocol import (
 
 LOG = logging.getLogger("ghs.manager")
 AGENT_TYPES = frozenset({"hello", "measurements", "records", "heartbeat", "status", "predict",
-                         "schedule", "history"})
-CLIENT_TYPES = frozenset({"status", "predict", "schedule", "history"})
+                         "schedule", "history", "ping"})
+CLIENT_TYPES = frozenset({"status", "predict", "schedule", "history", "ping"})
 _HOUR = 3600.0
 _WAKE = "inproc://ghs-manager-replies-{}"
 
@@ -69,6 +76,7 @@ class Counters:
     rejected: Counter = field(default_factory=Counter)
     stored: int = 0
     records_stored: Counter = field(default_factory=Counter)
+    stored_by_host: Counter = field(default_factory=Counter)
     duplicates: int = 0
     internal_errors: int = 0
     dropped_replies: int = 0
@@ -98,8 +106,14 @@ class Manager:
                  allowed_keys: frozenset[bytes] | None = None, insecure: bool = False,
                  workers: int = 2, max_pending_queries: int = 256,
                  retention_seconds: float = 8 * 86400.0,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time,
+                 host_bindings: HostBindings | None = None) -> None:
         self.context = context
+        self.host_bindings = host_bindings
+        self.started = clock()
+        # (query type, seconds): a metrics hook, called on the worker thread that answered
+        self.on_query: Callable[[str, float], None] | None = None
+        self._due: list[tuple[zmq.Socket, tuple, MeasurementBatch]] = []
         self.store = store
         self.retention_seconds = retention_seconds
         self._pruned_hour: dict[str, float] = {}
@@ -159,10 +173,12 @@ class Manager:
                         break
                     try:
                         incoming = recv_request(socket, limits=self.limits, flags=zmq.NOBLOCK,
-                                                expect=types)
+                                                expect=types,
+                                                with_user_id=self.host_bindings is not None)
                     except zmq.Again:
                         break
                     self._handle(socket, incoming)
+            self._commit_due()
             if self._wake_pull in ready:
                 self._forward_replies()
         for _ in self._threads:
@@ -183,27 +199,24 @@ class Manager:
             self.counters.received[message.TYPE] += 1
         version = message.wire_version
         try:
-            if isinstance(message, (StatusRequest, PredictRequest, ScheduleRequest,
-                                    HistoryRequest)):
+            host_id = getattr(message, "host_id", None)
+            if host_id is not None and self.host_bindings is not None and \
+                    not self.host_bindings.allows(incoming.user_id, host_id):
+                self._refuse(socket, incoming.routing, "host_not_allowed",
+                             f"this client's key may not report host {host_id!r}",
+                             message.request_id, version)
+            elif isinstance(message, PingRequest):
+                self._reply(socket, incoming.routing, PingReply(
+                    request_id=message.request_id,
+                    body={"uptime_seconds": self.clock() - self.started,
+                          "version": __version__}), version)
+            elif isinstance(message, (StatusRequest, PredictRequest, ScheduleRequest,
+                                      HistoryRequest)):
                 self._enqueue(socket, incoming.routing, message)
-            elif isinstance(message, MeasurementBatch):
-                self._reply(socket, incoming.routing, self._store(message), version)
             elif isinstance(message, RecordBatch):
                 self._reply(socket, incoming.routing, self._store_records(message), version)
-            elif isinstance(message, Hello):
-                self._hello(message)
-                self._reply(socket, incoming.routing,
-                            Ack(request_id=message.request_id, host_id=message.host_id),
-                            version)
-            elif isinstance(message, Heartbeat):
-                if self.store.touch(message.host_id, self.clock()):
-                    self._reply(socket, incoming.routing,
-                                Ack(request_id=message.request_id, host_id=message.host_id),
-                                version)
-                else:
-                    self._refuse(socket, incoming.routing, "unknown_host",
-                                 f"host {message.host_id!r} has not said hello",
-                                 message.request_id, version)
+            elif isinstance(message, (MeasurementBatch, Hello, Heartbeat)):
+                self._due.append((socket, incoming.routing, message))
         except Exception as exc:  # never let one message take the manager down
             LOG.exception("internal error handling %s", message.TYPE)
             with self.counters.lock:
@@ -211,27 +224,53 @@ class Manager:
             self._reply(socket, incoming.routing, ErrorReply.from_exception(
                 exc, request_id=getattr(message, "request_id", None)), version)
 
-    def _hello(self, hello: Hello) -> None:
+    def _commit_due(self) -> None:
+        """Store this turn's hellos, heartbeats and batches in one commit, then acknowledge
+        each (never before)."""
+        if not self._due:
+            return
+        due, self._due = self._due, []
         now = self.clock()
-        identity = HostIdentity.from_hello(hello)
-        self.store.upsert_host(HostFacts(**identity.__dict__, first_seen=now, last_seen=now))
-
-    def _store(self, batch: MeasurementBatch) -> Ack | ErrorReply:
-        now = self.clock()
-        if not self.store.touch(batch.host_id, now):
+        hosts = [HostFacts(**HostIdentity.from_hello(m).__dict__, first_seen=now,
+                           last_seen=now) for _, _, m in due if isinstance(m, Hello)]
+        reports = [(socket, routing, m) for socket, routing, m in due
+                   if not isinstance(m, Hello)]
+        batches = [(m.host_id, now, stored_rows(m.host_id, m.measurements, now)
+                    if isinstance(m, MeasurementBatch) else []) for _, _, m in reports]
+        try:
+            results = self.store.add_batches(batches, hosts=hosts)
+        except Exception as exc:  # nothing committed: agents resend after their timeout
+            LOG.exception("cannot store %d messages", len(due))
             with self.counters.lock:
-                self.counters.rejected["unknown_host"] += 1
-            return ErrorReply(code="unknown_host", reason=f"host {batch.host_id!r} has not "
-                              "said hello", request_id=batch.request_id)
-        rows = stored_rows(batch.host_id, batch.measurements, now)
-        new = self.store.add_measurements(rows)
-        with self.counters.lock:
-            self.counters.stored += new
-            self.counters.duplicates += len(rows) - new
-        self._prune(batch.host_id, max(m.end_epoch_seconds for m in batch.measurements))
-        # acknowledge only after the commit: a crash before it means a resend, never a loss
-        return Ack(request_id=batch.request_id, host_id=batch.host_id,
-                   acked=seq_ranges_of(m.seq for m in batch.measurements))
+                self.counters.internal_errors += len(due)
+            for socket, routing, message in due:
+                self._reply(socket, routing, ErrorReply.from_exception(
+                    exc, request_id=message.request_id), message.wire_version)
+            return
+        for socket, routing, message in due:
+            if isinstance(message, Hello):
+                self._reply(socket, routing, Ack(request_id=message.request_id,
+                                                 host_id=message.host_id),
+                            message.wire_version)
+        for (socket, routing, message), (_, _, rows), new in zip(reports, batches, results,
+                                                                 strict=True):
+            if new is None:
+                self._refuse(socket, routing, "unknown_host",
+                             f"host {message.host_id!r} has not said hello",
+                             message.request_id, message.wire_version)
+                continue
+            acked: tuple = ()
+            if isinstance(message, MeasurementBatch):
+                acked = seq_ranges_of(m.seq for m in message.measurements)
+                with self.counters.lock:
+                    self.counters.stored += new
+                    self.counters.stored_by_host[message.host_id] += new
+                    self.counters.duplicates += len(rows) - new
+                self._prune(message.host_id,
+                            max(m.end_epoch_seconds for m in message.measurements))
+            self._reply(socket, routing, Ack(request_id=message.request_id,
+                                             host_id=message.host_id, acked=acked),
+                        message.wire_version)
 
     def _store_records(self, batch: RecordBatch) -> Ack | ErrorReply:
         if not self.store.touch(batch.host_id, self.clock()):
@@ -287,6 +326,7 @@ class Manager:
             if item is None:
                 return
             socket, routing, message = item
+            started = time.perf_counter()
             try:
                 reply = self._answer(message)
             except Exception as exc:
@@ -296,6 +336,8 @@ class Manager:
                         self.counters.internal_errors += 1
                 reply = ErrorReply.from_exception(exc, request_id=message.request_id)
             reply.in_version(message.wire_version)
+            if self.on_query is not None:
+                self.on_query(message.TYPE, time.perf_counter() - started)
             try:
                 data = encode(reply, limits=self.limits)
             except Exception as exc:  # an unencodable body is our bug: say so, keep going
@@ -307,8 +349,9 @@ class Manager:
 
     def _answer(self, message: Any) -> Any:
         if isinstance(message, StatusRequest):
+            counters = {**self.counters.snapshot(), "lifetime": self.store.totals()}
             return StatusReply(request_id=message.request_id,
-                               body=self.queries.status(self.counters.snapshot()))
+                               body=self.queries.status(counters))
         if isinstance(message, PredictRequest):
             return PredictReply(request_id=message.request_id, body=self.queries.predict(
                 message.work_seconds, message.hosts, message.distribution, message.partition))
@@ -330,6 +373,11 @@ class Manager:
             except zmq.Again:
                 with self.counters.lock:
                     self.counters.dropped_replies += 1
+
+    def handshakes(self) -> tuple[int, int] | None:
+        """CurveZMQ handshakes (accepted, denied) by the allow-list; None without one."""
+        auth = self._authenticator
+        return None if auth is None else (auth.accepted, auth.denied)
 
     def close(self) -> None:
         for socket, _ in self._sockets:

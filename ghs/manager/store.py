@@ -2,11 +2,16 @@
 
 Each (host_id, seq) is stored once: a batch goes in with INSERT OR IGNORE inside one
 transaction, and only after the commit does the manager acknowledge it, so a crash between
-the two makes the agent resend and the duplicate is ignored.
+the two makes the agent resend and the duplicate is ignored. Commits are synchronous=FULL
+(an acknowledged measurement survives a power cut); ``add_batches`` commits the batches of
+one poll cycle together so the fsync is paid once per cycle, not once per batch. Lifetime
+totals (measurements stored, duplicates) live in the ``totals`` table, updated in the same
+transactions, so they survive restarts.
 """
 
 from __future__ import annotations
 
+import operator
 import sqlite3
 import threading
 from collections.abc import Sequence
@@ -17,6 +22,7 @@ from typing import Any
 import sqlite_utils
 
 from ghs.errors import GhsError
+from ghs.manager.lock import DatabaseLock
 from ghs.manager.streams import Retention, StreamTables
 from ghs.record import HostIdentity, identity_columns, measurement_columns
 
@@ -42,20 +48,25 @@ class ManagerStore:
     """Hosts and measurements in one SQLite file; one connection per thread.
 
     ``path`` None keeps everything in memory (tests); a file uses WAL with
-    synchronous=NORMAL, which survives a killed process (not a power cut) at a fraction of
-    the cost of a sync per transaction.
+    synchronous=FULL. ``exclusive`` takes the database's lock for this store's life
+    (DatabaseInUseError if another manager holds it): what a running manager does.
     """
 
-    def __init__(self, path: str | Path | None, retention: Retention | None = None) -> None:
+    def __init__(self, path: str | Path | None, retention: Retention | None = None, *,
+                 exclusive: bool = False) -> None:
         self.path = None if path is None else Path(path)
         self._local = threading.local()
         self._memory: sqlite_utils.Database | None = None
+        self._lock: DatabaseLock | None = None
         try:
             if self.path is not None:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
+                if exclusive:
+                    self._lock = DatabaseLock(self.path)
             self._create(self.db)
             self.streams = StreamTables(lambda: self.db, retention or Retention())
         except (sqlite3.Error, OSError) as exc:
+            self.close()
             raise StoreError(f"cannot open manager database {str(path)!r}: {exc}",
                              field="database", value=str(path)) from None
 
@@ -72,7 +83,7 @@ class ManagerStore:
             connection = sqlite3.connect(str(self.path), timeout=30.0)
             db = sqlite_utils.Database(connection)
             db.execute("PRAGMA journal_mode=WAL")
-            db.execute("PRAGMA synchronous=NORMAL")
+            db.execute("PRAGMA synchronous=FULL")
             self._local.db = db
         return db
 
@@ -89,14 +100,19 @@ class ManagerStore:
         if not any(index.columns == ["host_id", "end_epoch_seconds"]
                    for index in db["measurements"].indexes):
             db["measurements"].create_index(["host_id", "end_epoch_seconds"])
+        if "totals" not in db.table_names():
+            db["totals"].create({"name": str, "value": int}, pk="name")
 
     def upsert_host(self, facts: HostFacts) -> None:
         with self.db.conn:
-            existing = self.host(facts.host_id)
-            row = facts.row()
-            if existing is not None:
-                row["first_seen"] = existing.first_seen
-            self.db["hosts"].upsert(row, pk="host_id")
+            self._upsert(facts)
+
+    def _upsert(self, facts: HostFacts) -> None:
+        existing = self.host(facts.host_id)
+        row = facts.row()
+        if existing is not None:
+            row["first_seen"] = existing.first_seen
+        self.db["hosts"].upsert(row, pk="host_id")
 
     def touch(self, host_id: str, seen: float) -> bool:
         """Record that ``host_id`` was heard from; False if it never said hello."""
@@ -122,9 +138,55 @@ class ManagerStore:
         connection = self.db.conn
         before = connection.total_changes
         with connection:
-            connection.executemany(sql, [tuple(row.get(c) for c in MEASUREMENT_COLUMNS)
-                                         for row in rows])
-        return connection.total_changes - before
+            connection.executemany(sql, _values(rows))
+            new = connection.total_changes - before
+            self._add_totals(connection, measurements_stored=new, duplicates=len(rows) - new)
+        return new
+
+    def add_batches(self, batches: Sequence[tuple[str, float, Sequence[dict[str, Any]]]],
+                    hosts: Sequence[HostFacts] = ()) -> list[int | None]:
+        """Store several hosts' batches in ONE transaction (one fsync for all of them).
+
+        ``hosts`` (from hellos) are upserted first, in the same transaction. Each batch is
+        (host_id, seen epoch seconds, rows; no rows for a heartbeat); per batch the result is
+        how many rows were new, or None when the host never said hello (nothing is stored).
+        """
+        placeholders = ", ".join("?" for _ in MEASUREMENT_COLUMNS)
+        sql = (f"INSERT OR IGNORE INTO measurements ({', '.join(MEASUREMENT_COLUMNS)}) "
+               f"VALUES ({placeholders})")
+        connection = self.db.conn
+        results: list[int | None] = []
+        with connection:
+            for facts in hosts:
+                self._upsert(facts)
+            for host_id, seen, rows in batches:
+                cursor = connection.execute("UPDATE hosts SET last_seen = ? WHERE host_id = ?",
+                                            [seen, host_id])
+                if cursor.rowcount == 0:
+                    results.append(None)
+                    continue
+                before = connection.total_changes
+                connection.executemany(sql, _values(rows))
+                results.append(connection.total_changes - before)
+            new = sum(n for n in results if n is not None)
+            offered = sum(len(rows) for (_, _, rows), n in zip(batches, results, strict=True)
+                          if n is not None)
+            self._add_totals(connection, measurements_stored=new, duplicates=offered - new)
+        return results
+
+    @staticmethod
+    def _add_totals(connection: sqlite3.Connection, **amounts: int) -> None:
+        connection.executemany(
+            "INSERT INTO totals (name, value) VALUES (?, ?) "
+            "ON CONFLICT(name) DO UPDATE SET value = value + excluded.value",
+            [(name, amount) for name, amount in amounts.items() if amount])
+
+    def totals(self) -> dict[str, int]:
+        """Lifetime totals across every run on this database, plus the rows held now."""
+        found = {row["name"]: row["value"] for row in self.db.query("SELECT * FROM totals")}
+        return {"measurements_stored": found.get("measurements_stored", 0),
+                "duplicates": found.get("duplicates", 0),
+                "measurements_held": self.count(), "hosts": self.db["hosts"].count}
 
     def measurements(self, host_id: str, since_end: float | None = None
                      ) -> list[dict[str, Any]]:
@@ -167,6 +229,20 @@ class ManagerStore:
         if db is not None:
             db.conn.close()
             self._local.db = None
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
+
+
+_COLUMN_VALUES = operator.itemgetter(*MEASUREMENT_COLUMNS)
+
+
+def _values(rows: Sequence[dict[str, Any]]) -> list[tuple[Any, ...]]:
+    """Rows as tuples in ``MEASUREMENT_COLUMNS`` order (absent columns as NULL)."""
+    try:
+        return [_COLUMN_VALUES(row) for row in rows]  # the C fast path: every column given
+    except KeyError:
+        return [tuple(row.get(c) for c in MEASUREMENT_COLUMNS) for row in rows]
 
 
 def _facts(row: dict[str, Any]) -> HostFacts:

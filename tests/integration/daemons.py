@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -12,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ghs.client import Client
+from ghs.launch import free_loopback_endpoint, wait_for_manager
 
 
 def wait_for(predicate: Callable[[], object], timeout: float, what: str,
@@ -52,18 +52,17 @@ class Daemons:
     def log(self, name: str) -> str:
         return (self.root / name).read_text()
 
-    def manager(self, database: str = "manager.sqlite", endpoint: str = "tcp://127.0.0.1:*",
-                log: str = "manager.log", **env: str) -> tuple[subprocess.Popen, str]:
+    def manager(self, database: str = "manager.sqlite", endpoint: str | None = None,
+                log: str = "manager.log", *args: str, ping_keys: tuple = (None, None),
+                **env: str) -> tuple[subprocess.Popen, str]:
+        """A manager on ``endpoint`` (a free loopback port by default), once it answers a ping
+        (a CurveZMQ one: with ``ping_keys``, a listed client's pair and the server's key)."""
+        endpoint = endpoint or free_loopback_endpoint()
         process = self.start("manager", "--endpoint", endpoint, "--database",
-                             str(self.root / database), log=log, **env)
-
-        def bound():
-            match = re.search(r"listening on (tcp://[0-9.]+:[0-9]+)", self.log(log))
-            if process.poll() is not None:
-                raise AssertionError(f"manager exited: {self.log(log)}")
-            return match.group(1) if match else None
-
-        return process, wait_for(bound, 30, "the manager to bind")
+                             str(self.root / database), *args, log=log, **env)
+        wait_for_manager(process, endpoint, 30.0, self.root / log, client_keys=ping_keys[0],
+                         server_public_key=ping_keys[1])
+        return process, endpoint
 
     def agent(self, endpoint: str, *args: str, outbox: str, log: str, **env: str
               ) -> subprocess.Popen:

@@ -113,6 +113,9 @@ def test_manager_killed_mid_stream_loses_and_repeats_nothing(daemons):
     with daemons.client(endpoint) as client:
         wait_for(lambda: client.status().counters["measurements_stored"] > 50, 60,
                  "the restarted manager to take the backlog")
+    # the agent's log tells the story: the manager went away, came back, the backlog drained
+    wait_for(lambda: "queue drained" in daemons.log("agent.log"), 60, "the backlog to drain")
+    assert "unreachable" in daemons.log("agent.log")
     assert daemons.terminate(agent) == 0
     assert_each_stored_once(database, [daemons.root / "agent.sqlite"])
 

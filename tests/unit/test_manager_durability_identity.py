@@ -1,0 +1,111 @@
+"""Group commits, lifetime totals, the database lock, host ids bound to keys, outbox ages."""
+
+import sqlite3
+
+import pytest
+from test_manager_parts import facts, rows
+
+from ghs.agent.outbox import Outbox
+from ghs.manager.identity import HostBindings
+from ghs.manager.lock import DatabaseInUseError
+from ghs.manager.store import ManagerStore
+from protocol import KeyFileError, generate_keypair, load_allow_list, write_keypair
+
+
+def test_batches_of_one_cycle_commit_together_and_totals_outlive_the_store(tmp_path):
+    store = ManagerStore(tmp_path / "m.sqlite")
+    assert store.db.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
+    store.upsert_host(facts("a"))
+    store.upsert_host(facts("b"))
+    first = rows("a", 6)
+    results = store.add_batches([("a", 50.0, first), ("ghost", 50.0, rows("ghost", 3)),
+                                 ("b", 60.0, rows("b", 4)), ("a", 70.0, first[3:] +
+                                                             rows("a", 2, first_seq=6))])
+    assert results == [6, None, 4, 2]
+    assert store.seqs("a") == list(range(8)) and store.seqs("ghost") == []
+    assert store.host("a").last_seen == 70.0 and store.host("b").last_seen == 60.0
+    store.add_measurements(rows("b", 4))  # all four again
+    # a hello and its host's first batch and heartbeat, committed in the same transaction
+    assert store.add_batches([("c", 80.0, rows("c", 1)), ("c", 90.0, [])],
+                             hosts=[facts("c", seen=75.0)]) == [1, 0]
+    assert store.host("c").first_seen == 75.0 and store.host("c").last_seen == 90.0
+    store.close()
+    again = ManagerStore(tmp_path / "m.sqlite")
+    assert again.totals() == {"measurements_stored": 13, "duplicates": 3 + 4,
+                              "measurements_held": 13, "hosts": 3}
+    again.prune(2.0e9)
+    assert again.totals()["measurements_stored"] == 13  # lifetime, not what is held now
+    assert again.totals()["measurements_held"] == 0
+
+
+def test_a_failing_batch_commits_none_of_its_cycle(tmp_path):
+    store = ManagerStore(tmp_path / "m.sqlite")
+    store.upsert_host(facts("a"))
+    broken = rows("a", 2, first_seq=10)
+    broken[1]["rho"] = [0.5]  # no SQL type: the insert fails half way through the cycle
+    with pytest.raises(sqlite3.Error):
+        store.add_batches([("a", 1.0, rows("a", 3)), ("a", 1.0, broken)])
+    assert store.count() == 0 and store.totals()["measurements_stored"] == 0
+
+
+def test_one_manager_store_per_database_file(tmp_path):
+    database = tmp_path / "m.sqlite"
+    held = ManagerStore(database, exclusive=True)
+    with pytest.raises(DatabaseInUseError, match="in use by another manager") as caught:
+        ManagerStore(database, exclusive=True)
+    assert caught.value.field == "database"
+    ManagerStore(database).close()  # readers that take no lock (tools, tests) still open it
+    held.close()
+    ManagerStore(database, exclusive=True).close()
+
+
+def test_allow_list_binds_keys_to_host_patterns(tmp_path):
+    agent, lab, client = generate_keypair(), generate_keypair(), generate_keypair()
+    listing = tmp_path / "allow.txt"
+    listing.write_text(f"# agents and a client\n{agent.public.decode()} ws1 ws2\n"
+                       f"{lab.public.decode()} lab-sim*\n{client.public.decode()}\n")
+    entries = load_allow_list(listing)
+    assert entries == {agent.public: ("ws1", "ws2"), lab.public: ("lab-sim*",),
+                       client.public: ()}
+    folder = tmp_path / "allowed"
+    folder.mkdir()
+    write_keypair(agent, tmp_path, "agent", hosts=("ws1", "ws2"))
+    write_keypair(client, tmp_path, "client")
+    for name in ("agent.key", "client.key"):
+        (folder / name).write_text((tmp_path / name).read_text())
+    assert load_allow_list(folder) == {agent.public: ("ws1", "ws2"), client.public: ()}
+    bindings = HostBindings(entries)
+    assert bindings.allows(agent.public.decode(), "ws2")
+    assert not bindings.allows(agent.public.decode(), "ws3")
+    assert bindings.allows(lab.public.decode(), "lab-sim07")
+    assert not bindings.allows(lab.public.decode(), "lab-other")
+    assert not bindings.allows(client.public.decode(), "ws1")  # listed to query only
+    assert not bindings.allows(None, "ws1")  # no CurveZMQ identity at all
+    with pytest.raises(KeyFileError, match="one word"):
+        write_keypair(generate_keypair(), tmp_path, "bad", hosts=("two words",))
+
+
+def test_outbox_knows_how_old_its_oldest_measurement_is(tmp_path):
+    now = [1000.0]
+    outbox = Outbox(tmp_path / "o.sqlite", clock=lambda: now[0])
+    assert outbox.oldest_queued() is None
+    outbox.add("a", {"x": 1})
+    now[0] = 1005.0
+    outbox.add("b", {"x": 2})
+    assert outbox.oldest_queued() == 1000.0
+    outbox.ack("a", [(0, 0)])
+    assert outbox.oldest_queued() == 1005.0
+    outbox.close()
+
+
+def test_an_outbox_from_before_queue_ages_still_opens(tmp_path):
+    path = tmp_path / "old.sqlite"
+    with sqlite3.connect(path) as connection:
+        connection.execute("CREATE TABLE outbox (host_id TEXT, seq INTEGER, payload TEXT, "
+                           "PRIMARY KEY (host_id, seq))")
+        connection.execute("INSERT INTO outbox VALUES ('a', 0, '{}')")
+    outbox = Outbox(path, clock=lambda: 50.0)
+    assert outbox.count() == 1 and outbox.oldest_queued() is None
+    outbox.add("b", {"x": 1})
+    assert outbox.oldest_queued() == 50.0
+    outbox.close()
