@@ -1,6 +1,6 @@
 """Soak (``ghs bench --part soak``): simulated hosts for days of virtual time against one manager.
 
-A real manager process and a real agent process simulating ``hosts`` workstations on a clock
+A real manager process and real agent processes simulating ``hosts`` workstations on a clock
 ``speedup`` times faster than real time run until ``days`` of virtual time have passed. Every
 few real seconds the manager's resident memory (VmRSS) and its database's size on disk (file
 plus WAL) are read; the result is both curves against virtual days, and what was stored, so a
@@ -37,17 +37,23 @@ def _database_bytes(database: Path) -> int:
 
 
 def run(hosts: int = 100, days: float = 10.0, speedup: float = 3600.0,
-        sample_every_seconds: float = 2.0, retention_days: float = 8.0) -> dict[str, Any]:
+        sample_every_seconds: float = 2.0, retention_days: float = 8.0,
+        agents: int = 4) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="ghs-soak-") as folder:
         root = Path(folder)
         manager, endpoint = _start_manager(root, GHS_PCM_RETENTION_DAYS=str(retention_days))
         database = root / "manager.sqlite"
-        agent = subprocess.Popen(
+        # the hosts split over several agent processes, as over several machines (one
+        # Python process cannot simulate a hundred hosts at this speed alone)
+        shares = [hosts // agents + (k < hosts % agents) for k in range(agents)]
+        fleet = [subprocess.Popen(
             [sys.executable, "-m", "ghs", "agent", "--manager", endpoint, "--simulate",
-             str(hosts), "--speedup", str(speedup), "--outbox", str(root / "outbox.sqlite")],
-            stdout=(root / "agent.log").open("w"), stderr=subprocess.STDOUT,
+             str(count), "--speedup", str(speedup), "--seed", str(k + 1), "--host-id",
+             f"soak{k}", "--outbox", str(root / f"outbox{k}.sqlite")],
+            stdout=(root / f"agent{k}.log").open("w"), stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL, env={**os.environ, "GHS_CONFIG": str(root / "none.toml"),
                                            "HOME": str(root)})
+            for k, count in enumerate(shares) if count]
         started = time.monotonic()
         curve = []
         try:
@@ -57,19 +63,23 @@ def run(hosts: int = 100, days: float = 10.0, speedup: float = 3600.0,
                 curve.append({"virtual_days": round(virtual_days, 3),
                               "manager_rss_mb": _rss_bytes(manager.pid) / 1e6,
                               "database_mb": _database_bytes(database) / 1e6})
-                if virtual_days >= days or agent.poll() is not None:
+                if virtual_days >= days or any(a.poll() is not None for a in fleet):
                     break
                 time.sleep(sample_every_seconds)
         finally:
-            agent.terminate()
-            agent.wait(60)
+            for agent in fleet:
+                agent.terminate()
+            for agent in fleet:
+                agent.wait(60)
             manager.terminate()
             manager.wait(60)
         stored = _stored(database)
-        stored["outbox_backlog"] = _outbox_backlog(root / "outbox.sqlite")
-        return {"hosts": hosts, "days": days, "speedup": speedup,
+        stored["outbox_backlog"] = sum(_outbox_backlog(root / f"outbox{k}.sqlite")
+                                       for k in range(len(fleet)))
+        return {"hosts": hosts, "agents": len(fleet), "days": days, "speedup": speedup,
                 "retention_days": retention_days, "real_seconds": time.monotonic() - started,
-                "curve": curve, "stored": stored, "agent_exit": agent.returncode}
+                "curve": curve, "stored": stored,
+                "agent_exits": [agent.returncode for agent in fleet]}
 
 
 def _stored(database: Path) -> dict[str, Any]:
@@ -98,7 +108,8 @@ def _outbox_backlog(outbox: Path) -> int:
 
 def show(console: Any, results: dict[str, Any]) -> None:
     curve = results["curve"]
-    console.print(f"soak: {results['hosts']} simulated hosts, {results['days']:g} virtual days "
+    console.print(f"soak: {results['hosts']} simulated hosts ({results['agents']} agents), "
+                  f"{results['days']:g} virtual days "
                   f"at {results['speedup']:g}x in {results['real_seconds']:.0f} s; retention "
                   f"{results['retention_days']:g} days")
     marks = []

@@ -22,8 +22,11 @@ PARTS = ("scheduler", "manager", "sensors", "soak")
               help="Virtual days of the soak (part 'soak').")
 @click.option("--soak-speedup", type=click.FloatRange(min=1.0), default=3600.0,
               help="Virtual seconds per real second in the soak (part 'soak').")
+@click.option("--soak-agents", type=click.IntRange(min=1), default=4,
+              help="Agent processes the soak's hosts are split over (part 'soak').")
 @json_option
-def bench(quick, seed, parts, sensor_duration, soak_hosts, soak_days, soak_speedup, as_json):
+def bench(quick, seed, parts, sensor_duration, soak_hosts, soak_days, soak_speedup,
+          soak_agents, as_json):
     """Measure prediction, selection, manager and sensor speed (ratios against baselines)."""
     parts = parts or ("scheduler", "manager")
     results = {}
@@ -42,7 +45,8 @@ def bench(quick, seed, parts, sensor_duration, soak_hosts, soak_days, soak_speed
     if "soak" in parts:
         from ghs.benchmarks import soak
 
-        results["soak"] = soak.run(hosts=soak_hosts, days=soak_days, speedup=soak_speedup)
+        results["soak"] = soak.run(hosts=soak_hosts, days=soak_days, speedup=soak_speedup,
+                                   agents=soak_agents)
     if as_json:
         emit_json(results)
         return
