@@ -45,9 +45,7 @@ def log_cdf(servers: Servers, x: np.ndarray) -> np.ndarray:
 
 def servers_log_cdf(servers: Servers, x: np.ndarray) -> np.ndarray:
     """(B, K, n) log F_k at x (B, K) for every server of every problem."""
-    expanded = Servers(**{name: getattr(servers, name)[:, None, :]
-                          for name in ("t", "q", "code", "p1", "p2", "mult")})
-    return expanded.log_cdf(x[:, :, None])
+    return servers.expand().log_cdf(x[:, :, None])
 
 
 def start_point(servers: Servers) -> np.ndarray:
@@ -63,8 +61,7 @@ def tail_point(servers: Servers, epsilon: float = TAIL_EPSILON) -> np.ndarray:
 
 
 def _take(servers: Servers, owner: np.ndarray) -> Servers:
-    return Servers(**{name: getattr(servers, name)[owner]
-                      for name in ("t", "q", "code", "p1", "p2", "mult")})
+    return servers.take(owner)
 
 
 def _clenshaw_curtis(order: int) -> tuple[np.ndarray, np.ndarray]:

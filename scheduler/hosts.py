@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -105,7 +106,11 @@ class Host:
 
 @dataclass(frozen=True)
 class HostArrays:
-    """Hosts as parallel numpy columns, the form every hot path works on."""
+    """Hosts as parallel numpy columns, the form every hot path works on.
+
+    ``backlog``: the local work each host's cores hold at launch (a
+    ``scheduler.backlog.BacklogArrays``), or None for the paper's idle start.
+    """
 
     names: tuple[str, ...]
     lam: np.ndarray
@@ -114,6 +119,7 @@ class HostArrays:
     rho: np.ndarray
     tau: np.ndarray
     cores: np.ndarray
+    backlog: Any = None
 
     @classmethod
     def from_hosts(cls, hosts: Sequence[Host]) -> HostArrays:

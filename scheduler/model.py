@@ -82,6 +82,72 @@ class Servers:
         tail = fits.isf(self.code, self.p1, self.p2, ratio)
         return self.t + np.where(need, tail, 0.0)
 
+    def take(self, rows: np.ndarray) -> Servers:
+        """The problems ``rows`` of a (B, n) batch."""
+        return Servers(**{name: getattr(self, name)[rows] for name in _FIELDS})
+
+    def expand(self) -> Servers:
+        """(B, 1, n) view, to evaluate at (B, K, 1) points."""
+        return Servers(**{name: getattr(self, name)[:, None, :] for name in _FIELDS})
+
+
+_FIELDS = ("t", "q", "code", "p1", "p2", "mult")
+
+
+@dataclass(frozen=True)
+class MixtureServers:
+    """Servers whose law is a mixture over the initial backlog: ``parts`` has arrays of shape
+    (..., n, M), one component per backlog atom (dedicated time plus that atom), ``weight``
+    (..., n, M) their probabilities and ``mult`` (..., n) as in Servers."""
+
+    parts: Servers
+    weight: np.ndarray
+    mult: np.ndarray
+
+    @property
+    def t(self) -> np.ndarray:
+        """The earliest possible completion of each server, seconds."""
+        return np.min(np.where(self.weight > 0, self.parts.t, np.inf), axis=-1)
+
+    @property
+    def q(self) -> np.ndarray:
+        """1 where the completion is random (a spread backlog or interruptions), else 0."""
+        spread = np.max(np.where(self.weight > 0, self.parts.t, -np.inf), axis=-1) > self.t
+        random = np.any((self.weight > 0) & (self.parts.q > 0), axis=-1)
+        return (spread | random).astype(float)
+
+    @property
+    def mean(self) -> np.ndarray:
+        """E[T] of each server, seconds."""
+        return np.sum(self.weight * self.parts.mean, axis=-1)
+
+    def log_cdf(self, x: np.ndarray) -> np.ndarray:
+        """log of sum_j w_j F_j(x); survivals are summed directly where F is near 1."""
+        parts = self.parts.log_cdf(np.asarray(x, dtype=float)[..., None])
+        survival = np.sum(self.weight * -np.expm1(parts), axis=-1)
+        with np.errstate(divide="ignore"):
+            log_weight = np.log(self.weight)
+        top = np.max(parts + log_weight, axis=-1)
+        finite = np.isfinite(top)
+        safe_top = np.where(finite, top, 0.0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            summed = safe_top + np.log(np.sum(np.exp(parts + log_weight - safe_top[..., None]),
+                                              axis=-1))
+            near_one = np.log1p(-np.minimum(survival, 1.0))
+        return np.where(survival < 0.5, near_one, np.where(finite, summed, -np.inf))
+
+    def upper_bound(self, epsilon: float) -> np.ndarray:
+        """A point past which each server's survival is below ``epsilon`` (seconds)."""
+        bound = self.parts.upper_bound(np.asarray(epsilon)[..., None])
+        return np.max(np.where(self.weight > 0, bound, 0.0), axis=-1)
+
+    def take(self, rows: np.ndarray) -> MixtureServers:
+        return MixtureServers(self.parts.take(rows), self.weight[rows], self.mult[rows])
+
+    def expand(self) -> MixtureServers:
+        parts = Servers(**{name: getattr(self.parts, name)[:, None] for name in _FIELDS})
+        return MixtureServers(parts, self.weight[:, None], self.mult[:, None])
+
 
 def _moment_one(code: np.ndarray, p1: np.ndarray, p2: np.ndarray) -> np.ndarray:
 
@@ -123,11 +189,19 @@ def conditional_moments(lam_server: np.ndarray, rho: np.ndarray, ex2: np.ndarray
     return np.where(usable, q, 0.0), np.where(usable, m1, 0.0), np.where(usable, v, 0.0)
 
 
-def build_servers(arrays: HostArrays, shares: np.ndarray, codes: np.ndarray) -> Servers:
+def build_servers(arrays: HostArrays, shares: np.ndarray, codes: np.ndarray,
+                  mixture: bool = False) -> Servers | MixtureServers:
     """Server types for hosts given work shares (reference-CPU-seconds), any leading shape.
 
-    ``shares`` has shape (..., hosts); a zero share means the host is not used.
+    ``shares`` has shape (..., hosts); a zero share means the host is not used. With a
+    backlog (``arrays.backlog``) every host contributes one server type per core group,
+    (..., hosts * groups): the exact mixture over the group's backlog atoms if ``mixture``,
+    else one law fitted to the mixture's exact moments (``collapsed_servers``).
     """
+    if arrays.backlog is not None:
+        if mixture:
+            return _build_mixture(arrays, shares, codes)
+        return collapsed_servers(arrays, shares, codes)
     cores = arrays.cores
     t = shares / (cores * arrays.tau)
     lam_server = arrays.lam / cores
@@ -136,3 +210,65 @@ def build_servers(arrays: HostArrays, shares: np.ndarray, codes: np.ndarray) -> 
     p1, p2 = fits.fit(codes, np.where(has_delay, m1, 1.0), np.where(has_delay, v, 1.0))
     mult = np.where(shares > 0, cores, 0.0)
     return Servers(t=t, q=q, code=np.broadcast_to(codes, t.shape), p1=p1, p2=p2, mult=mult)
+
+
+def _build_mixture(arrays: HostArrays, shares: np.ndarray, codes: np.ndarray
+                   ) -> MixtureServers:
+    # T | B = b is the idle-start law of dedicated time b + t (the busy period of b + t)
+    backlog = arrays.backlog
+    atoms, weights = backlog.atoms()
+    # a host given no work is not in the set: its backlog must not hold back log F
+    t = (shares / (arrays.cores * arrays.tau))[..., None, None] + np.where(
+        shares[..., None, None] > 0, atoms, 0.0)
+    expand = (slice(None),) * (arrays.lam.ndim) + (None, None)
+    lam_server = (arrays.lam / arrays.cores)[expand]
+    rho = arrays.rho[expand]
+    q, m1, v = conditional_moments(lam_server, rho, arrays.demand_second_moment[expand], t)
+    has_delay = q > 0
+    code = np.broadcast_to(np.asarray(codes)[..., None, None], t.shape)
+    p1, p2 = fits.fit(code, np.where(has_delay, m1, 1.0), np.where(has_delay, v, 1.0))
+    flat = (*t.shape[:-3], t.shape[-3] * t.shape[-2], t.shape[-1])
+    weight = np.broadcast_to(weights, t.shape).reshape(flat)
+    mult = np.where(shares[..., None] > 0, backlog.mult, 0.0).reshape(flat[:-1])
+    parts = Servers(t=t.reshape(flat), q=q.reshape(flat), code=code.reshape(flat),
+                    p1=p1.reshape(flat), p2=p2.reshape(flat),
+                    mult=np.zeros(flat))
+    return MixtureServers(parts, weight, mult)
+
+
+def collapsed_servers(arrays: HostArrays, shares: np.ndarray, codes: np.ndarray) -> Servers:
+    """One law per core group fitted to the exact moments of the mixture over the backlog.
+
+    With B = b_min + B' (b_min the smallest backlog atom), T | B is the busy period of
+    t' + B' where t' = t + b_min: E[T] = (t' + E[B']) / (1 - rho), Var[T] = (t' + E[B']) lam
+    EX2 / (1 - rho)^3 + Var[B'] / (1 - rho)^2 and P(T = t') = P(B' = 0) exp(-lam t'), all
+    exact; G is fitted to the conditional mean and variance of T - t' given T > t'.
+    """
+    backlog = arrays.backlog
+    used = shares[..., None] > 0
+    low = np.where(used, backlog.low, 0.0)
+    extra_mean = np.where(used, backlog.extra_mean, 0.0)
+    extra_var = np.where(used, backlog.extra_var, 0.0)
+    none = np.where(used, backlog.none, 1.0)
+    expand = (slice(None),) * (arrays.lam.ndim) + (None,)
+    lam = (arrays.lam / arrays.cores)[expand]
+    rho = arrays.rho[expand]
+    ex2 = arrays.demand_second_moment[expand]
+    start = (shares / (arrays.cores * arrays.tau))[..., None] + low
+    base = start + extra_mean
+    delay_mean = (base / (1.0 - rho)) - start
+    delay_var = base * lam * ex2 / (1.0 - rho) ** 3 + extra_var / (1.0 - rho) ** 2
+    p0 = none * np.exp(-lam * start)
+    q = 1.0 - p0
+    safe_q = np.where(q > 0, q, 1.0)
+    m1 = delay_mean / safe_q
+    v = np.maximum(delay_var / safe_q - delay_mean**2 * p0 / safe_q**2,
+                   (MIN_CONDITIONAL_COV * m1) ** 2)
+    usable = (q > 1e-300) & (m1 > 0)
+    code = np.broadcast_to(np.asarray(codes)[..., None], start.shape)
+    p1, p2 = fits.fit(code, np.where(usable, m1, 1.0), np.where(usable, v, 1.0))
+    flat = (*start.shape[:-2], start.shape[-2] * start.shape[-1])
+    mult = np.where(shares[..., None] > 0, backlog.mult, 0.0)
+    return Servers(t=start.reshape(flat), q=np.where(usable, q, 0.0).reshape(flat),
+                   code=code.reshape(flat), p1=p1.reshape(flat), p2=p2.reshape(flat),
+                   mult=mult.reshape(flat))

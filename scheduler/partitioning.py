@@ -52,6 +52,8 @@ def partition(hosts: Sequence[Host], work: float, method: str = "equal-mean") ->
 def _partition(arrays: HostArrays, work: float | np.ndarray, method: str,
                mask: np.ndarray | None = None) -> np.ndarray:
     """Shares for one set (mask None) or a batch of sets (mask of shape (B, hosts))."""
+    if method == "equal-mean" and arrays.backlog is not None:
+        return _equal_mean_with_backlog(arrays, work, mask)
     if method == "equal-mean":
         weight = arrays.capacity
     elif method == "speed":
@@ -64,6 +66,36 @@ def _partition(arrays: HostArrays, work: float | np.ndarray, method: str,
     totals = weighted.sum(axis=-1, keepdims=True)
     return np.asarray(work)[..., None] * weighted / totals if np.ndim(work) else (
         work * weighted / totals)
+
+
+def _equal_mean_with_backlog(arrays: HostArrays, work: float | np.ndarray,
+                             mask: np.ndarray | None) -> np.ndarray:
+    """Shares giving every host the same mean completion alpha including its backlog.
+
+    Host k's mean is (Bbar_k + w_k / (c_k tau_k)) / (1 - rho_k), Bbar_k its cores' mean
+    backlog, so w_k = capacity_k max(0, alpha - Bbar_k / (1 - rho_k)): water-filling. Hosts
+    whose backlog alone outlasts alpha get nothing. (For a host whose cores hold different
+    backlogs, the average stands for the cores; the host's share is still split equally.)
+    """
+    capacity = arrays.capacity
+    level = arrays.backlog.core_mean / (1.0 - arrays.rho)
+    if mask is not None:
+        capacity = np.where(mask, capacity, 0.0)
+        level = np.where(mask, level, np.inf)
+    order = np.argsort(level, axis=-1, kind="stable")
+    sorted_level = np.take_along_axis(level, order, axis=-1)
+    sorted_capacity = np.take_along_axis(capacity, order, axis=-1)
+    total_capacity = np.cumsum(sorted_capacity, axis=-1)
+    total_level = np.cumsum(sorted_capacity * np.where(np.isfinite(sorted_level),
+                                                       sorted_level, 0.0), axis=-1)
+    # work that filling up to each host's own level would take; the last host with less
+    # than W sets the water line
+    at_level = total_capacity * sorted_level - total_level
+    work = np.asarray(work, dtype=float)
+    last = np.sum(at_level < work[..., None], axis=-1, keepdims=True) - 1
+    alpha = ((work[..., None] + np.take_along_axis(total_level, last, axis=-1))
+             / np.take_along_axis(total_capacity, last, axis=-1))
+    return capacity * np.maximum(alpha - level, 0.0)
 
 
 def whole_units(shares: np.ndarray, units: int) -> np.ndarray:

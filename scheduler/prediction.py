@@ -3,20 +3,35 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
+from scheduler import backlog as backlog_laws
 from scheduler import completion
+from scheduler.backlog import Backlog
 from scheduler.errors import InvalidArgumentError
 from scheduler.hosts import Host, HostArrays
-from scheduler.model import DEFAULT_DIST, DIST_CHOICES, Servers, build_servers, distribution_codes
+from scheduler.model import (
+    _FIELDS,
+    DEFAULT_DIST,
+    DIST_CHOICES,
+    MixtureServers,
+    Servers,
+    build_servers,
+    distribution_codes,
+)
 from scheduler.partitioning import _partition, check_partition, check_work
 
 QUANTILE_LEVELS = {"p50": 0.5, "p90": 0.9, "p95": 0.95, "p99": 0.99}
 REL_TOL = 1e-5
+# Backlog atoms (summed over the used hosts' core groups) up to which a prediction keeps the
+# exact mixture over the backlog; beyond it, each core group's law is fitted to the
+# mixture's exact moments (heavy-tailed backlogs lose some accuracy in the quantiles, see
+# scheduler.model.collapsed_servers), which costs what an idle start costs.
+MIXTURE_MAX_COMPONENTS = 1024
 
 
 @dataclass(frozen=True, eq=False)
@@ -32,8 +47,11 @@ class Prediction:
     quantiles: dict[str, float]
     distribution: str
     partition: str
-    _servers: Servers = field(repr=False)
-    _host_servers: Servers = field(repr=False)
+    _servers: Servers | MixtureServers = field(repr=False)
+    _host_servers: Servers | MixtureServers = field(repr=False)
+    backlog_mean_seconds: np.ndarray | None = None
+    backlog_sources: tuple[str, ...] | None = None
+    backlog_law: str | None = None
 
     @property
     def cov(self) -> float:
@@ -54,7 +72,18 @@ class Prediction:
 
     def host_moments(self) -> tuple[np.ndarray, np.ndarray]:
         """(mean, std) of each host's own completion time (the max over its cores)."""
+        if isinstance(self._host_servers, MixtureServers):
+            return _mixture_host_moments(self._host_servers, len(self.hosts))
+        if self.backlog_law is not None:
+            return _mixture_host_moments(_as_mixture(self._host_servers), len(self.hosts))
         return _host_moments(self._host_servers)
+
+    def backlog(self) -> list[dict[str, Any]]:
+        """Per host the backlog assumed at launch: mean seconds per core, and its source."""
+        if self.backlog_mean_seconds is None or self.backlog_sources is None:
+            return [{"mean_seconds": 0.0, "source": "idle"} for _ in self.hosts]
+        return [{"mean_seconds": float(mean), "source": source}
+                for mean, source in zip(self.backlog_mean_seconds, self.backlog_sources)]
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON contract of SPEC section 7."""
@@ -63,9 +92,10 @@ class Prediction:
             "work": self.work,
             "hosts": [
                 {"name": name, "share": float(share), "dedicated_seconds": float(dedicated),
-                 "mean": float(mean), "std": float(std)}
-                for name, share, dedicated, mean, std in zip(
-                    self.hosts, self.shares, self.dedicated_seconds, means, stds)
+                 "mean": float(mean), "std": float(std), "backlog": backlog}
+                for name, share, dedicated, mean, std, backlog in zip(
+                    self.hosts, self.shares, self.dedicated_seconds, means, stds,
+                    self.backlog())
             ],
             "mean": self.mean,
             "std": self.std,
@@ -74,6 +104,7 @@ class Prediction:
             "quantiles": dict(self.quantiles),
             "distribution": self.distribution,
             "partition": self.partition,
+            "backlog_law": self.backlog_law or "idle",
         }
 
 
@@ -105,22 +136,35 @@ def check_dist(dist: str) -> str:
 
 
 def predict(hosts: Sequence[Host], work: float, dist: str = DEFAULT_DIST,
-            partition: str = "equal-mean", *, shares: Sequence[float] | None = None
-            ) -> Prediction:
+            partition: str = "equal-mean", *, shares: Sequence[float] | None = None,
+            backlog: Sequence[Backlog] | Mapping[str, Backlog] | None = None) -> Prediction:
     """Predict the completion time of ``work`` reference-CPU-seconds split over ``hosts``.
 
     ``shares`` (reference-CPU-seconds per host, summing to ``work``) overrides ``partition``.
+    ``backlog``: what each host holds at launch (scheduler.backlog.Backlog), a sequence
+    aligned with ``hosts`` or a mapping by name (hosts left out start idle); None starts
+    every host idle, the paper's model.
     """
     hosts = check_hosts(hosts)
     work = check_work(work)
     check_dist(dist)
     check_partition(partition)
-    arrays = HostArrays.from_hosts(hosts)
+    arrays = host_arrays(hosts, backlog)
     if shares is None:
         share_array = _partition(arrays, work, partition)
     else:
         share_array = _check_shares(shares, len(hosts), work)
     return _predict(arrays, work, share_array, dist, partition)
+
+
+def host_arrays(hosts: Sequence[Host],
+                backlog: Sequence[Backlog] | Mapping[str, Backlog] | None) -> HostArrays:
+    """Column arrays of ``hosts`` with their backlog laws (None: idle, no backlog arrays)."""
+    arrays = HostArrays.from_hosts(hosts)
+    if backlog is None:
+        return arrays
+    items = backlog_laws.align(hosts, backlog)
+    return replace(arrays, backlog=backlog_laws.build(hosts, items, arrays))
 
 
 def _check_shares(shares: Sequence[float], count: int, work: float) -> np.ndarray:
@@ -140,8 +184,17 @@ def _check_shares(shares: Sequence[float], count: int, work: float) -> np.ndarra
 def _predict(arrays: HostArrays, work: float, shares: np.ndarray, dist: str,
              partition: str) -> Prediction:
     codes = distribution_codes(dist, arrays.rho)
-    host_servers = build_servers(arrays, shares[None, :], codes[None, :])
-    servers = _merge_identical(host_servers)
+    backlog = arrays.backlog
+    # the exact mixture over the backlog atoms while it stays cheap, else the moment fit
+    mixture = backlog is not None and backlog.spread_atoms(shares > 0) <= MIXTURE_MAX_COMPONENTS
+    host_servers = build_servers(arrays, shares[None, :], codes[None, :], mixture)
+    if mixture:
+        used = host_servers.mult[0] > 0
+        servers = MixtureServers(Servers(**{name: getattr(host_servers.parts, name)[:, used]
+                                            for name in _FIELDS}),
+                                 host_servers.weight[:, used], host_servers.mult[:, used])
+    else:
+        servers = _merge_identical(host_servers)
     mean, var, _, samples = completion.moments_and_samples(servers, REL_TOL)
     std = math.sqrt(max(float(var[0]), 0.0))
     levels = np.array(list(QUANTILE_LEVELS.values()))
@@ -158,6 +211,9 @@ def _predict(arrays: HostArrays, work: float, shares: np.ndarray, dist: str,
         partition=partition,
         _servers=servers,
         _host_servers=host_servers,
+        backlog_mean_seconds=None if backlog is None else backlog.core_mean,
+        backlog_sources=None if backlog is None else tuple(backlog.sources.tolist()),
+        backlog_law=None if backlog is None else ("mixture" if mixture else "moment-fit"),
     )
 
 
@@ -197,6 +253,29 @@ def _host_moments(host_servers: Servers) -> tuple[np.ndarray, np.ndarray]:
         variances[multi] = multi_var
     means[mult == 0] = 0.0
     return means, np.sqrt(np.maximum(variances, 0.0))
+
+
+def _mixture_host_moments(host_servers: MixtureServers, hosts: int
+                          ) -> tuple[np.ndarray, np.ndarray]:
+    """Each host's completion (max over its core groups), integrated host by host."""
+    groups = host_servers.mult.shape[-1] // hosts
+    parts = Servers(**{name: getattr(host_servers.parts, name).reshape(hosts, groups, -1)
+                       for name in _FIELDS})
+    batch = MixtureServers(parts, host_servers.weight.reshape(hosts, groups, -1),
+                           host_servers.mult.reshape(hosts, groups))
+    used = batch.mult.sum(axis=1) > 0
+    means, variances = np.zeros(hosts), np.zeros(hosts)
+    if used.any():
+        rows = np.flatnonzero(used)
+        mean, var, _ = completion.moments(batch.take(rows), REL_TOL)
+        means[rows], variances[rows] = mean, var
+    return means, np.sqrt(np.maximum(variances, 0.0))
+
+
+def _as_mixture(servers: Servers) -> MixtureServers:
+    """Fitted (one-law) servers as one-atom mixtures, to reuse the host-by-host integration."""
+    parts = Servers(**{name: getattr(servers, name)[..., None] for name in _FIELDS})
+    return MixtureServers(parts, np.ones((*servers.t.shape, 1)), servers.mult)
 
 
 def _fitted_variance(servers: Servers) -> np.ndarray:

@@ -4,18 +4,20 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from scheduler import backlog as backlog_laws
 from scheduler import completion
+from scheduler.backlog import Backlog
 from scheduler.errors import InvalidArgumentError, NoUsableHostsError, TooManyHostsError
 from scheduler.hosts import Host, HostArrays
 from scheduler.model import DEFAULT_DIST, build_servers, distribution_codes
 from scheduler.partitioning import _partition, check_partition, check_work, whole_units
-from scheduler.prediction import Prediction, _predict, check_dist, check_hosts
+from scheduler.prediction import Prediction, _predict, check_dist, check_hosts, host_arrays
 
 METHODS = ("heuristic", "optimal", "prefix")
 SET_TOL = 1e-5
@@ -79,14 +81,18 @@ def schedule(hosts: Sequence[Host], work: float, method: str = "heuristic",
              dist: str = DEFAULT_DIST, partition: str = "equal-mean", *, rho_max: float = 0.9,
              max_optimal_hosts: int = 22, task_ratio: float = 4.0,
              excluded: Sequence[Exclusion] = (),
-             clock: Callable[[], float] = time.perf_counter) -> Plan:
+             clock: Callable[[], float] = time.perf_counter,
+             backlog: Sequence[Backlog] | Mapping[str, Backlog] | None = None) -> Plan:
     """Choose the hosts minimising E[T] (1 + CoV) for ``work`` reference-CPU-seconds.
 
     ``excluded`` lists hosts the caller already dropped (e.g. saturated ones read from a host
-    file); they are reported with the plan. ``clock`` times the selection.
+    file); they are reported with the plan. ``clock`` times the selection. ``backlog`` is the
+    state at launch as in ``predict`` (the candidates are still ordered by capacity).
     """
     started = clock()
     hosts = check_hosts(hosts)
+    states = None if backlog is None else dict(zip((h.name for h in hosts),
+                                                   backlog_laws.align(hosts, backlog)))
     work = check_work(work)
     check_dist(dist)
     check_partition(partition)
@@ -110,7 +116,7 @@ def schedule(hosts: Sequence[Host], work: float, method: str = "heuristic",
     # Order by (1 - rho) tau capacity, the paper's priority; ties keep the given order.
     order = sorted(range(len(kept)), key=lambda i: -kept[i].capacity)
     ordered = [kept[i] for i in order]
-    evaluator = SetEvaluator(HostArrays.from_hosts(ordered), work, dist, partition)
+    evaluator = SetEvaluator(_arrays(ordered, states), work, dist, partition)
     if method == "heuristic":
         chosen = _heuristic(evaluator, ordered, work, task_ratio)
     elif method == "prefix":
@@ -119,8 +125,14 @@ def schedule(hosts: Sequence[Host], work: float, method: str = "heuristic",
         chosen = _optimal(evaluator)
     chosen = sorted(chosen)
     members = [ordered[i] for i in chosen]
-    arrays = HostArrays.from_hosts(members)
-    prediction = _predict(arrays, work, _partition(arrays, work, partition), dist, partition)
+    arrays = _arrays(members, states)
+    shares = _partition(arrays, work, partition)
+    if not shares.all():
+        # a host whose backlog outlasts the others' finish gets no work: leave it out
+        members = [host for host, share in zip(members, shares) if share > 0]
+        arrays = _arrays(members, states)
+        shares = _partition(arrays, work, partition)
+    prediction = _predict(arrays, work, shares, dist, partition)
     return Plan(hosts=tuple(members), prediction=prediction, method=method,
                 evaluations=evaluator.evaluations, elapsed_seconds=clock() - started,
                 excluded=tuple(dropped))
@@ -176,10 +188,15 @@ class SetEvaluator:
         return np.max(shares / (sub.cores * sub.tau) / (1.0 - sub.rho), axis=-1)
 
 
+def _arrays(hosts: Sequence[Host], states: dict[str, Backlog] | None) -> HostArrays:
+    return host_arrays(hosts, None if states is None else [states[h.name] for h in hosts])
+
+
 def _gather(arrays: HostArrays, members: np.ndarray) -> HostArrays:
     return HostArrays(names=(), lam=arrays.lam[members], mu=arrays.mu[members],
                       sigma=arrays.sigma[members], rho=arrays.rho[members],
-                      tau=arrays.tau[members], cores=arrays.cores[members])
+                      tau=arrays.tau[members], cores=arrays.cores[members],
+                      backlog=None if arrays.backlog is None else arrays.backlog.take(members))
 
 
 def _heuristic(evaluator: SetEvaluator, ordered: Sequence[Host], work: float,

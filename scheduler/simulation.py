@@ -95,7 +95,9 @@ def _number(field: str, value: object) -> float:
 
 def simulate(hosts: Sequence[Host], shares: Sequence[float], *, runs: int,
              rng: np.random.Generator, service: str | Sequence[Demand] = "exponential",
-             warm: bool = False, cores_mode: str = "partitioned") -> SimulationResult:
+             warm: bool = False, cores_mode: str = "partitioned",
+             initial_work_seconds: Sequence[object] | None = None,
+             running_jobs: Sequence[Sequence[object]] | None = None) -> SimulationResult:
     """Simulate ``runs`` independent launches of a task split as ``shares`` over ``hosts``.
 
     shares: reference-CPU-seconds per host (0: the host gets nothing); host k needs
@@ -111,6 +113,12 @@ def simulate(hosts: Sequence[Host], shares: Sequence[float], *, runs: int,
     threads are taken to share the free cores fairly and so to progress equally, so the host
     finishes when its cumulative free core-time reaches share / tau (scheduling granularity,
     affinity and migration costs are ignored).
+
+    State at launch, one entry per host (added to the warm backlog when both are given):
+    ``initial_work_seconds``: each host's local work per core, None, an array (cores,) or
+    (runs, cores) in seconds. ``running_jobs``: each host's local jobs present at launch in
+    FCFS order, each a remaining demand in seconds or an object with ``sample(rng, size)``
+    drawing one per run; each job joins the core whose work ends first in that run.
     """
     hosts, share = _check_hosts_and_shares(hosts, shares)
     if isinstance(runs, bool) or not isinstance(runs, (int, np.integer)) or runs < 1:
@@ -135,16 +143,18 @@ def simulate(hosts: Sequence[Host], shares: Sequence[float], *, runs: int,
                 "must be < 1, or the remote sub-task may never finish", field="hosts",
                 value=host.name)
     runs = int(runs)
+    state = _launch_state(hosts, runs, initial_work_seconds, running_jobs, rng)
     finish = np.zeros((runs, len(hosts)))
     hits = np.zeros((runs, len(hosts)), dtype=np.int64)
     used = [k for k in range(len(hosts)) if share[k] > 0]
     if cores_mode == "partitioned":
-        _simulate_partitioned(hosts, share, demands, used, bool(warm), rng, finish, hits)
+        _simulate_partitioned(hosts, share, demands, used, bool(warm), rng, finish, hits,
+                              state)
     else:
         for width in sorted({hosts[k].cores for k in used}):
             batch = [k for k in used if hosts[k].cores == width]
             _simulate_shared(hosts, share, demands, batch, width, bool(warm), rng, finish,
-                             hits)
+                             hits, state)
     return SimulationResult(finish.max(axis=1), finish, hits, tuple(h.name for h in hosts))
 
 
@@ -186,7 +196,39 @@ def _demands(hosts: list[Host], service: str | Sequence[Demand]) -> list[Demand]
     return laws
 
 
-def _simulate_partitioned(hosts, share, demands, used, warm, rng, finish, hits) -> None:
+def _launch_state(hosts: list[Host], runs: int, initial: Sequence[object] | None,
+                  jobs: Sequence[Sequence[object]] | None, rng: np.random.Generator
+                  ) -> list[np.ndarray]:
+    """(runs, cores) local work per core at launch for every host, seconds."""
+    loads = [np.zeros((runs, host.cores)) for host in hosts]
+    for field_name, given in (("initial_work_seconds", initial), ("running_jobs", jobs)):
+        if given is not None and len(given) != len(hosts):
+            raise InvalidArgumentError(f"{field_name} needs one entry per host ({len(hosts)})",
+                                       field=field_name, value=len(given))
+    for k, host in enumerate(hosts):
+        if initial is not None and initial[k] is not None:
+            work = _finite_array("initial_work_seconds", initial[k])
+            try:
+                loads[k] += np.broadcast_to(work, (runs, host.cores))
+            except ValueError:
+                raise InvalidArgumentError(
+                    f"initial_work_seconds of host {host.name!r} must have shape "
+                    f"({host.cores},) or ({runs}, {host.cores})", field="initial_work_seconds",
+                    value=work.shape) from None
+        for job in (() if jobs is None or jobs[k] is None else jobs[k]):
+            remaining = (job.sample(rng, runs) if hasattr(job, "sample")
+                         else np.full(runs, _number("running_jobs", job)))
+            core = np.argmin(loads[k], axis=1)
+            loads[k][np.arange(runs), core] += remaining
+        if (loads[k] < 0).any():
+            raise InvalidArgumentError(f"local work at launch of host {host.name!r} must be "
+                                       ">= 0 seconds", field="initial_work_seconds",
+                                       value=float(loads[k].min()))
+    return loads
+
+
+def _simulate_partitioned(hosts, share, demands, used, warm, rng, finish, hits,
+                          state) -> None:
     # Each core is its own M/G/1 server; chains are laid out host by host, run-major.
     need, inv_rate, group, start = [], [], [], []
     for g, k in enumerate(used):
@@ -196,8 +238,8 @@ def _simulate_partitioned(hosts, share, demands, used, warm, rng, finish, hits) 
         need.append(np.full(size, share[k] / (host.tau * cores)))
         inv_rate.append(np.full(size, 1.0 / rate if rate > 0 else math.inf))
         group.append(np.full(size, g))
-        start.append(stationary_backlog(rate, demands[k], rng, size) if warm
-                     else np.zeros(size))
+        start.append((stationary_backlog(rate, demands[k], rng, size) if warm
+                      else np.zeros(size)) + state[k].reshape(-1))
     if not used:
         return
     elapsed, count = _walk(np.concatenate(start)[:, None], np.concatenate(need),
@@ -212,7 +254,8 @@ def _simulate_partitioned(hosts, share, demands, used, warm, rng, finish, hits) 
         offset += size
 
 
-def _simulate_shared(hosts, share, demands, batch, width, warm, rng, finish, hits) -> None:
+def _simulate_shared(hosts, share, demands, batch, width, warm, rng, finish, hits,
+                     state) -> None:
     runs = finish.shape[0]
     laws = [demands[k] for k in batch]
     group = np.repeat(np.arange(len(batch)), runs)
@@ -223,6 +266,7 @@ def _simulate_shared(hosts, share, demands, batch, width, warm, rng, finish, hit
     if warm:
         horizon = np.repeat([_warm_up_seconds(hosts[k], demands[k]) for k in batch], runs)
         start = _warm_up(horizon, width, inv_rate, group, laws, rng)
+    start = np.sort(start + np.concatenate([state[k] for k in batch]), axis=1)
     elapsed, count = _walk(start, need, inv_rate, group, laws, rng)
     for g, k in enumerate(batch):
         finish[:, k] = elapsed[g * runs:(g + 1) * runs]

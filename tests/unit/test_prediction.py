@@ -101,5 +101,6 @@ def test_to_dict_has_the_json_contract():
     assert set(payload) >= {"work", "hosts", "mean", "std", "cov", "criterion", "quantiles",
                             "distribution"}
     assert set(payload["quantiles"]) == {"p50", "p90", "p95", "p99"}
-    assert set(payload["hosts"][0]) == {"name", "share", "dedicated_seconds", "mean", "std"}
+    assert set(payload["hosts"][0]) == {"name", "share", "dedicated_seconds", "mean", "std",
+                                        "backlog"}
     assert sum(h["share"] for h in payload["hosts"]) == pytest.approx(3600.0)

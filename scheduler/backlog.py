@@ -1,0 +1,345 @@
+"""The local work a remote sub-task finds at launch, per core, as a discrete law.
+
+Given a core's initial backlog B = b, a remote sub-task of dedicated time t behind
+preemptive-priority local jobs finishes at the end of the busy period started by work b + t,
+so T | B = b has exactly the idle-start law of dedicated time b + t (SPEC section 3). The
+completion law is the mixture over B; this module turns each host's state into per-core
+atoms (values, probabilities) of B that keep E[B] and, up to the discretisation noted below,
+E[B^2].
+
+Sources of B:
+- ``Backlog.exact``: the local jobs present at launch with known remaining demands.
+- ``Backlog.from_laws``: the same with random remaining demands (templates), given by their
+  mean and variance; each core's sum is fitted by a Gamma law (exact two moments).
+- ``Backlog.discrete``: a law of each core's backlog given directly, cores i.i.d.
+- ``Backlog.steady_state``: the stationary M/G/1 workload of each core (Pollaczek-Khinchine:
+  0 with probability 1 - rho, else positive with E[W] = lam EX2 / (2 (1 - rho)) and
+  E[W^2] = 2 E[W]^2 + lam EX3 / (3 (1 - rho))); the positive part is fitted by a Gamma law.
+
+Multi-core hosts (c independent cores, lam / c each, as the model): the jobs present are
+spread as an FCFS M/G/c queue would hold them, one job per core in the given order and each
+further job behind the core whose work ends first (by mean when demands are random).
+
+Discretisation: a Gamma law is cut at fixed probability levels, finer in the tail, and each
+bin becomes two atoms at its conditional mean plus and minus its conditional std: the mean
+and variance of B are exact, its shape is the Gamma law's at bin resolution.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import special
+
+from scheduler.errors import InvalidArgumentError
+from scheduler.hosts import Host, HostArrays
+
+SOURCES = ("snapshot", "steady-state", "idle")
+# probability levels cutting a Gamma law into atoms: coarse in the body, fine in the tail
+_LEVELS = np.array([0.0, 0.35, 0.65, 0.85, 0.95, 0.99, 1.0])
+ATOMS = 2 * (len(_LEVELS) - 1)
+
+
+def _numbers(field: str, values: object) -> np.ndarray:
+    try:
+        array = np.asarray(values, dtype=float).reshape(-1)
+    except (TypeError, ValueError):
+        raise InvalidArgumentError(f"{field} must be numbers, got {values!r}", field=field,
+                                   value=values) from None
+    if not np.isfinite(array).all() or (array < 0).any():
+        raise InvalidArgumentError(f"{field} must be finite and >= 0", field=field,
+                                   value=array.tolist())
+    return array
+
+
+@dataclass(frozen=True)
+class Backlog:
+    """What one host's cores hold at launch. Build with the class methods, not directly.
+
+    ``kind``: idle, jobs (``job_means``/``job_variances`` in FCFS order, seconds and
+    seconds squared), discrete (``values``/``probabilities`` of each core's backlog) or
+    steady-state (``third_moment``: E[X^3] of a local demand in s^3, None = lognormal with
+    the host's mean and sigma). ``source`` is what the prediction reports.
+    """
+
+    kind: str
+    source: str
+    job_means: tuple[float, ...] = ()
+    job_variances: tuple[float, ...] = ()
+    values: tuple[float, ...] = ()
+    probabilities: tuple[float, ...] = ()
+    third_moment: float | None = None
+
+    @classmethod
+    def idle(cls) -> Backlog:
+        """No local work at launch (the paper's assumption)."""
+        return cls("idle", "idle")
+
+    @classmethod
+    def exact(cls, remaining_seconds: Sequence[float]) -> Backlog:
+        """Local jobs present at launch with known remaining CPU demands (seconds, FCFS order)."""
+        means = _numbers("remaining_seconds", remaining_seconds)
+        return cls("jobs", "snapshot", tuple(means), tuple(np.zeros(means.size)))
+
+    @classmethod
+    def from_laws(cls, laws: Sequence[object]) -> Backlog:
+        """Local jobs present at launch whose remaining demands are random laws (FCFS order).
+
+        Each law has ``mean_seconds`` and ``variance_seconds2`` (see scheduler.templates).
+        """
+        try:
+            means = [law.mean_seconds for law in laws]  # type: ignore[attr-defined]
+            variances = [law.variance_seconds2 for law in laws]  # type: ignore[attr-defined]
+        except AttributeError:
+            raise InvalidArgumentError("each law needs mean_seconds and variance_seconds2",
+                                       field="laws", value=laws) from None
+        return cls("jobs", "snapshot", tuple(_numbers("mean_seconds", means)),
+                   tuple(_numbers("variance_seconds2", variances)))
+
+    @classmethod
+    def discrete(cls, values_seconds: Sequence[float], probabilities: Sequence[float],
+                 source: str = "snapshot") -> Backlog:
+        """Each core's backlog takes ``values_seconds`` with ``probabilities`` (cores i.i.d.)."""
+        values = _numbers("values_seconds", values_seconds)
+        probs = _numbers("probabilities", probabilities)
+        if values.size == 0 or values.size != probs.size or not math.isclose(
+                probs.sum(), 1.0, rel_tol=1e-9):
+            raise InvalidArgumentError("values and probabilities must pair up and the "
+                                       "probabilities sum to 1", field="probabilities",
+                                       value=probs.tolist())
+        if source not in SOURCES:
+            raise InvalidArgumentError(f"source must be one of {', '.join(SOURCES)}",
+                                       field="source", value=source)
+        return cls("discrete", source, values=tuple(values), probabilities=tuple(probs))
+
+    @classmethod
+    def steady_state(cls, third_moment_seconds3: float | None = None) -> Backlog:
+        """The stationary backlog of each core (for a host with no fresh snapshot).
+
+        ``third_moment_seconds3``: E[X^3] of a local job's demand; None assumes a lognormal
+        demand with the host's mean 1/mu and std sigma (the model's default shape).
+        """
+        if third_moment_seconds3 is not None:
+            third_moment_seconds3 = float(_numbers("third_moment_seconds3",
+                                                   [third_moment_seconds3])[0])
+        return cls("steady-state", "steady-state", third_moment=third_moment_seconds3)
+
+
+@dataclass(frozen=True)
+class BacklogArrays:
+    """Per-host core groups: ``mult`` (H, G) cores sharing one law of B. Each law is
+    B = low + B', B' = 0 with probability ``none``, else positive; ``extra_mean`` and
+    ``extra_var`` are E[B'] and Var[B'] (seconds, s^2). ``core_mean`` (H,) is E[B] averaged
+    over the host's cores. ``explicit`` maps a host index to its given discrete law."""
+
+    sources: np.ndarray
+    core_mean: np.ndarray
+    mult: np.ndarray
+    low: np.ndarray
+    none: np.ndarray
+    extra_mean: np.ndarray
+    extra_var: np.ndarray
+    explicit: dict[int, tuple[np.ndarray, np.ndarray]]
+
+    def take(self, members: np.ndarray) -> BacklogArrays:
+        """Rows for ``members`` (any index array); given discrete laws enter by moments."""
+        return BacklogArrays(self.sources[members], self.core_mean[members], self.mult[members],
+                             self.low[members], self.none[members], self.extra_mean[members],
+                             self.extra_var[members], {})
+
+    def spread_atoms(self, used: np.ndarray) -> int:
+        """Atoms the exact mixture would take over the hosts ``used`` (bool, (H,))."""
+        spread = (self.extra_var > 0) & (self.mult > 0) & used[:, None]
+        return int(spread.sum()) * (1 + ATOMS) + sum(
+            values.size for k, (values, _) in self.explicit.items() if used[k])
+
+    def atoms(self) -> tuple[np.ndarray, np.ndarray]:
+        """(H, G, M) atoms (seconds) and probabilities of every group's law of B."""
+        spread = self.extra_var > 0
+        depth = max([1 + ATOMS if spread.any() else 1,
+                     *(values.size for values, _ in self.explicit.values())])
+        atoms = np.zeros((*self.low.shape, depth))
+        weights = np.zeros_like(atoms)
+        atoms[..., 0] = self.low
+        weights[..., 0] = 1.0
+        if spread.any():
+            none = self.none[spread]
+            positive = 1.0 - none
+            mean = self.extra_mean[spread] / positive
+            var = (self.extra_var[spread] + self.extra_mean[spread] ** 2) / positive - mean**2
+            values, probs = positive_atoms(mean, np.maximum(var, (1e-3 * mean) ** 2))
+            atoms[spread, 1:1 + ATOMS] = self.low[spread][:, None] + values
+            weights[spread, 0] = none
+            weights[spread, 1:1 + ATOMS] = positive[:, None] * probs
+        for k, (values, probs) in self.explicit.items():
+            atoms[k, 0, :values.size], weights[k, 0, :values.size] = values, probs
+            weights[k, 0, values.size:] = 0.0
+        return atoms, weights
+
+
+def align(hosts: Sequence[Host], backlog: Sequence[Backlog] | Mapping[str, Backlog]
+          ) -> list[Backlog]:
+    """``backlog`` as one Backlog per host: a sequence aligned with ``hosts`` or a mapping by
+    host name (hosts not named start idle)."""
+    if isinstance(backlog, Backlog):
+        backlog = [backlog]
+    if isinstance(backlog, Mapping):
+        unknown = set(backlog) - {h.name for h in hosts}
+        if unknown:
+            name = sorted(unknown)[0]
+            raise InvalidArgumentError(f"backlog names unknown host {name!r}",
+                                       field="backlog", value=name)
+        items = [backlog.get(h.name, Backlog.idle()) for h in hosts]
+    else:
+        items = list(backlog)
+        if len(items) != len(hosts):
+            raise InvalidArgumentError(f"expected {len(hosts)} backlogs (one per host), got "
+                                       f"{len(items)}", field="backlog", value=len(items))
+    for item in items:
+        if not isinstance(item, Backlog):
+            raise InvalidArgumentError(f"expected Backlog objects, got {item!r}",
+                                       field="backlog", value=item)
+    return items
+
+
+def build(hosts: Sequence[Host], items: Sequence[Backlog],
+          arrays: HostArrays | None = None) -> BacklogArrays:
+    """Per-core laws of B for every host, by their moments (atoms on demand).
+
+    Idle and steady-state hosts (one law for all their cores) are computed in array passes;
+    only hosts with listed jobs or a given discrete law are visited one by one. ``arrays``:
+    the hosts' columns if already built.
+    """
+    if arrays is None:
+        arrays = HostArrays.from_hosts(hosts)
+    kinds = np.array([item.kind for item in items])
+    listed = [k for k, item in enumerate(items) if item.kind == "discrete" or item.job_means]
+    groups = {int(k): _job_groups(hosts[k].cores, items[k].job_means, items[k].job_variances)
+              if items[k].kind == "jobs" else [(hosts[k].cores, *_discrete_moments(items[k]))]
+              for k in listed}
+    width = max([1, *(len(g) for g in groups.values())])
+    shape = (len(hosts), width)
+    mult, low, none = np.zeros(shape), np.zeros(shape), np.ones(shape)
+    extra_mean, extra_var = np.zeros(shape), np.zeros(shape)
+    mult[:, 0] = arrays.cores
+    steady = kinds == "steady-state"
+    if steady.any():
+        p_none, mean, var = _steady_state_moments(arrays, items)
+        none[steady, 0], extra_mean[steady, 0] = p_none[steady], mean[steady]
+        extra_var[steady, 0] = var[steady]
+    if groups:
+        rows = [k for k, host_groups in groups.items() for _ in host_groups]
+        columns = [g for host_groups in groups.values() for g in range(len(host_groups))]
+        values = np.array([row for host_groups in groups.values() for row in host_groups])
+        mult[list(groups)] = 0.0
+        for target, column in zip((mult, low, none, extra_mean, extra_var), values.T):
+            target[rows, columns] = column
+    explicit = {int(k): (np.array(items[k].values), np.array(items[k].probabilities))
+                for k in listed if items[k].kind == "discrete"}
+    core_mean = np.sum(mult * (low + extra_mean), axis=1) / arrays.cores
+    sources = np.array([item.source for item in items])
+    return BacklogArrays(sources, core_mean, mult, low, none, extra_mean, extra_var, explicit)
+
+
+def _discrete_moments(item: Backlog) -> tuple[float, float, float, float]:
+    values, probs = np.array(item.values), np.array(item.probabilities)
+    low = float(values.min())
+    extra = values - low
+    mean = float(probs @ extra)
+    return low, float(probs[extra == 0].sum()), mean, max(float(probs @ extra**2) - mean**2, 0)
+
+
+def _job_groups(cores: int, means: Sequence[float], variances: Sequence[float]
+                ) -> list[tuple[float, float, float, float, float]]:
+    """FCFS spread of the jobs over the cores: (cores, low, none, extra mean, extra var) per
+    group, the exact part of a core's work being ``low`` and the random part B'."""
+    # plain floats: a few jobs per host, where numpy's per-call cost would dominate
+    load = [0.0] * cores
+    exact = [0.0] * cores
+    random_mean = [0.0] * cores
+    random_var = [0.0] * cores
+    for mean, var in zip(means, variances):
+        # a job starts on the core whose work ends first (ties: the lowest core)
+        j = load.index(min(load))
+        load[j] += mean
+        if var > 0:
+            random_mean[j] += mean
+            random_var[j] += var
+        else:
+            exact[j] += mean
+    idle = sum(1 for j in range(cores) if load[j] == 0)
+    groups = [(float(idle), 0.0, 1.0, 0.0, 0.0)] if idle else []
+    groups.extend((1.0, exact[j], 0.0 if random_var[j] > 0 else 1.0, random_mean[j],
+                   random_var[j]) for j in range(cores) if load[j] > 0)
+    return groups
+
+
+def _steady_state_moments(arrays: HostArrays, items: Sequence[Backlog]
+                          ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(P(W = 0), E[W], Var[W]) of each core's stationary workload (Pollaczek-Khinchine)."""
+    lam = arrays.lam / arrays.cores
+    rho = arrays.rho
+    mean = 1.0 / arrays.mu
+    ex2 = arrays.demand_second_moment
+    lognormal_ex3 = mean**3 * (ex2 / mean**2) ** 3
+    given = np.array([np.nan if item.third_moment is None else item.third_moment
+                      for item in items])
+    ex3 = np.where(np.isnan(given), lognormal_ex3, given)
+    busy = (rho > 0) & (lam > 0)
+    safe_rho = np.where(busy, rho, 0.5)
+    work_mean = lam * ex2 / (2 * (1 - safe_rho))
+    work_square = 2 * work_mean**2 + lam * ex3 / (3 * (1 - safe_rho))
+    return (np.where(busy, 1 - rho, 1.0), np.where(busy, work_mean, 0.0),
+            np.where(busy, np.maximum(work_square - work_mean**2, 0.0), 0.0))
+
+
+def positive_atoms(mean: np.ndarray, var: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Atoms of a positive law with ``mean`` and ``var``: Gamma up to CoV 1, else Lognormal.
+
+    A stationary workload or a sum of job remainders with CoV above 1 comes from heavy-tailed
+    demands, whose tail a Gamma law (exponential tail) understates; up to CoV 1 the Gamma law
+    is exact for exponential demands (the M/M/1 workload).
+    """
+    heavy = var > mean**2 * (1 + 1e-9)
+    values, probs = gamma_atoms(mean, var)
+    if heavy.any():
+        values[heavy], probs[heavy] = lognormal_atoms(mean[heavy], var[heavy])
+    return values, probs
+
+
+def _split_bins(mean: np.ndarray, first: np.ndarray, second: np.ndarray,
+                square: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Two atoms per bin (conditional mean -/+ std) from the normalised partial moments."""
+    first[:, -1] = second[:, -1] = 1.0
+    probs = np.diff(_LEVELS)[None, :] * np.ones((len(mean), 1))
+    bin_mean = mean[:, None] * np.diff(first, axis=1) / probs
+    bin_square = square[:, None] * np.diff(second, axis=1) / probs
+    bin_std = np.sqrt(np.maximum(bin_square - bin_mean**2, 0.0))
+    values = np.stack([np.maximum(bin_mean - bin_std, 0.0), bin_mean + bin_std], axis=2)
+    return values.reshape(len(mean), -1), np.repeat(probs / 2, 2, axis=1)
+
+
+def lognormal_atoms(mean: np.ndarray, var: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """As ``gamma_atoms`` for a Lognormal law with ``mean`` (s) and ``var`` (s^2)."""
+    s = np.sqrt(np.log1p(var / mean**2))[:, None]
+    with np.errstate(divide="ignore"):
+        z = special.ndtri(_LEVELS)[None, :]
+    # E[X^j; X < x] / E[X^j] = Phi(z - j s) where z is x's standard score
+    return _split_bins(mean, special.ndtr(z - s), special.ndtr(z - 2 * s), mean**2 + var)
+
+
+def gamma_atoms(mean: np.ndarray, var: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(N, ATOMS) atoms and probabilities of a Gamma law with ``mean`` (s) and ``var`` (s^2).
+
+    The law is cut at ``_LEVELS``; each bin becomes two atoms of half its probability at its
+    conditional mean plus and minus its conditional std, so the mean and variance are exact
+    (up to clipping a lower atom at 0, which only the first bin of a very skewed law needs).
+    """
+    shape = (mean**2 / var)[:, None]
+    cuts = special.gammaincinv(shape, _LEVELS[None, :])
+    # E[X^j; X < x] / E[X^j] = P(shape + j, x / scale)
+    return _split_bins(mean, special.gammainc(shape + 1, cuts),
+                       special.gammainc(shape + 2, cuts), mean**2 + var)

@@ -1,0 +1,110 @@
+"""Backlog start: the API, the partition that equalises the new means, and the simulator's
+launch state."""
+
+import numpy as np
+import pytest
+
+from scheduler import Host, InvalidArgumentError, predict, schedule
+from scheduler.backlog import Backlog
+from scheduler.simulation import simulate
+from scheduler.workload import demand, stationary_backlog
+
+
+def host(name, rho=0.2, cores=1, tau=1.0, mean_demand=100.0):
+    return Host(name, lam=cores * rho / mean_demand, mu=1 / mean_demand, sigma=mean_demand,
+                rho=rho, tau=tau, cores=cores)
+
+
+def test_idle_backlog_is_the_paper_model():
+    hosts = [host("a"), host("b", rho=0.4, cores=2)]
+    plain = predict(hosts, 7200.0)
+    idle = predict(hosts, 7200.0, backlog=[Backlog.idle(), Backlog.idle()])
+    assert idle.mean == pytest.approx(plain.mean, rel=1e-6)
+    assert idle.quantiles["p90"] == pytest.approx(plain.quantiles["p90"], rel=1e-6)
+    assert plain.to_dict()["hosts"][0]["backlog"] == {"mean_seconds": 0.0, "source": "idle"}
+
+
+def test_a_mapping_names_hosts_and_the_json_reports_the_backlog():
+    hosts = [host("a"), host("b"), host("c")]
+    prediction = predict(hosts, 3600.0, backlog={"a": Backlog.exact([300.0, 60.0]),
+                                                 "b": Backlog.steady_state()})
+    rows = {row["name"]: row["backlog"] for row in prediction.to_dict()["hosts"]}
+    assert rows["a"] == {"mean_seconds": 360.0, "source": "snapshot"}
+    assert rows["b"]["source"] == "steady-state"
+    assert rows["c"] == {"mean_seconds": 0.0, "source": "idle"}
+    # the stationary workload's mean, against exact draws of it (Benes form)
+    draws = stationary_backlog(0.002, demand("lognormal", 100.0, 1.0),
+                               np.random.default_rng(3), 1_000_000)
+    assert rows["b"]["mean_seconds"] == pytest.approx(draws.mean(), rel=0.02)
+
+
+def test_equal_mean_equalises_the_means_including_the_backlog():
+    hosts = [host("a", rho=0.1), host("b", rho=0.3, tau=2.0), host("c", rho=0.2, cores=4),
+             host("d", rho=0.05)]
+    backlog = [Backlog.exact([900.0]), Backlog.steady_state(), Backlog.exact([50.0] * 6),
+               Backlog.exact([50_000.0])]
+    prediction = predict(hosts, 4 * 3600.0, backlog=backlog)
+    assert prediction.shares.sum() == pytest.approx(4 * 3600.0)
+    assert prediction.shares[3] == 0.0  # its backlog alone outlasts everyone else's finish
+    per_core = np.array([row["backlog"]["mean_seconds"]
+                         for row in prediction.to_dict()["hosts"]])
+    rho = np.array([h.rho for h in hosts])
+    means = (per_core + prediction.dedicated_seconds) / (1 - rho)
+    assert np.ptp(means[:3]) <= 1e-9 * means[0]
+    assert means[3] > means[0]
+
+
+def test_schedule_uses_the_backlog():
+    hosts = [host(f"h{k}", rho=0.1 + 0.05 * k) for k in range(5)]
+    busy = {"h0": Backlog.exact([40_000.0])}
+    plan = schedule(hosts, 3600.0, "optimal", backlog=busy)
+    assert "h0" not in [h.name for h in plan.hosts]
+    assert "h0" in [h.name for h in schedule(hosts, 3600.0, "optimal").hosts]
+    assert plan.prediction.mean < predict(hosts, 3600.0, backlog=busy).mean * 1.5
+
+
+@pytest.mark.parametrize("bad, field", [([Backlog.idle()], "backlog"),
+                                        ({"nope": Backlog.idle()}, "backlog"),
+                                        (["idle", "idle"], "backlog")])
+def test_bad_backlogs_are_refused(bad, field):
+    with pytest.raises(InvalidArgumentError) as caught:
+        predict([host("a"), host("b")], 60.0, backlog=bad)
+    assert caught.value.field == field
+
+
+def test_bad_backlog_values_are_refused():
+    with pytest.raises(InvalidArgumentError):
+        Backlog.exact([-1.0])
+    with pytest.raises(InvalidArgumentError):
+        Backlog.discrete([1.0, 2.0], [0.5, 0.4])
+    with pytest.raises(InvalidArgumentError):
+        Backlog.steady_state(float("inf"))
+
+
+def test_simulator_spreads_jobs_at_launch_first_come_first_served():
+    quiet = Host("q", lam=0.0, mu=0.01, sigma=0.0, rho=0.0, cores=2)
+    # cores: 100 | 50 + 30 -> each core runs 10 s of the 20 s share after its jobs
+    result = simulate([quiet], [20.0], runs=3, rng=np.random.default_rng(0),
+                      running_jobs=[[100.0, 50.0, 30.0]])
+    assert result.completion_seconds.tolist() == [110.0] * 3
+    result = simulate([quiet], [20.0], runs=2, rng=np.random.default_rng(0),
+                      initial_work_seconds=[[5.0, 40.0]])
+    assert result.completion_seconds.tolist() == [50.0] * 2
+
+
+def test_simulator_state_matches_the_model_on_a_quiet_host():
+    quiet = Host("q", lam=0.0, mu=0.01, sigma=0.0, rho=0.0, cores=2)
+    model = predict([quiet], 20.0, backlog=[Backlog.exact([100.0, 50.0, 30.0])])
+    assert model.mean == pytest.approx(110.0)
+    assert model.quantiles["p90"] == pytest.approx(110.0)
+
+
+def test_simulator_refuses_bad_launch_state():
+    with pytest.raises(InvalidArgumentError) as caught:
+        simulate([host("a")], [10.0], runs=2, rng=np.random.default_rng(0),
+                 initial_work_seconds=[[1.0, 2.0, 3.0]])
+    assert caught.value.field == "initial_work_seconds"
+    with pytest.raises(InvalidArgumentError) as caught:
+        simulate([host("a")], [10.0], runs=2, rng=np.random.default_rng(0),
+                 running_jobs=[[1.0], [2.0]])
+    assert caught.value.field == "running_jobs"
