@@ -15,6 +15,10 @@ _EXPORTS = {
     "InvalidHostError": "scheduler.errors",
     "NoUsableHostsError": "scheduler.errors",
     "TooManyHostsError": "scheduler.errors",
+    "Calibrator": "scheduler.conformal",
+    "ForecastBank": "scheduler.forecast",
+    "forecast_parameters": "scheduler.window_forecast",
+    "forecast_window": "scheduler.window_forecast",
     "Host": "scheduler.hosts",
     "partition": "scheduler.partitioning",
     "whole_units": "scheduler.partitioning",
@@ -28,7 +32,9 @@ _EXPORTS = {
 }
 
 __all__ = [
+    "Calibrator",
     "Exclusion",
+    "ForecastBank",
     "Host",
     "InvalidArgumentError",
     "InvalidHostError",
@@ -38,6 +44,8 @@ __all__ = [
     "SchedulerError",
     "SimulationResult",
     "TooManyHostsError",
+    "forecast_parameters",
+    "forecast_window",
     "partition",
     "predict",
     "schedule",

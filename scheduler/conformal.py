@@ -1,0 +1,266 @@
+"""Adaptive conformal calibration of predicted quantiles, per host, with a pooled prior.
+
+The score is the ratio realised / predicted quantile. For each host h and level q the
+calibrator keeps a log time-scale correction theta[h, q]; the reported quantile is the model's
+times exp(theta_eff), theta_eff = (n theta[h, q] + k theta_pool[q]) / (n + k), n the host's
+scored launches and k ``prior_launches``: a host with a short record leans on the pool's
+correction, one with a long record on its own. Each scored launch moves the corrections by the
+adaptive-conformal rule (Gibbs & Candes 2021, in the score-space form of online quantile
+tracking): theta += step x (miss - (1 - q)), miss = 1 if the realised time exceeded the
+reported quantile. A miss raises the factor by step q, a hit lowers it by step (1 - q), so the
+long-run fraction of misses is 1 - q whatever the data do (the bound is
+(range of theta + step) / (step x launches)).
+
+The pool's correction follows the same rule on the pool's own reported quantiles, each batch of
+updates moving it by step x (mean miss over the batch - (1 - q)).
+
+Monotone quantiles: the corrected quantiles of one host are made non-decreasing in q by a
+running maximum (a monotone rearrangement), so p50 <= p90 <= p95 always. For a parallel task's
+law, scale each host's law by :func:`level_map`: the host's calibrated CDF is phi(F(x)), with
+phi the piecewise-linear map of [0, 1] onto itself through (F(reported q-quantile), q); F and
+phi are both non-decreasing, so their composition is a CDF whose q-quantiles are the reported
+ones, and the product over hosts is again a CDF.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from scheduler.errors import InvalidArgumentError
+
+LEVELS = (0.5, 0.9, 0.95)
+_STATE_FIELDS = ("theta", "scored", "covered", "pool_theta", "pool_batches")
+
+
+@dataclass(frozen=True)
+class ConformalSettings:
+    """levels: quantile levels in (0, 1), increasing; step: the adaptive step (log units per
+    launch); prior_launches: how many launches the pool's correction is worth."""
+
+    levels: tuple[float, ...] = field(default=LEVELS)
+    step: float = 0.05
+    prior_launches: float = 10.0
+
+    def __post_init__(self) -> None:
+        levels = np.asarray(self.levels, dtype=float)
+        if levels.ndim != 1 or levels.size == 0 or not ((levels > 0) & (levels < 1)).all() \
+                or (np.diff(levels) <= 0).any():
+            raise InvalidArgumentError(f"levels must be increasing numbers in (0, 1), got "
+                                       f"{self.levels!r}", field="levels", value=self.levels)
+        for name, value, low, high in (("step", self.step, 1e-6, 2.0),
+                                       ("prior_launches", self.prior_launches, 0.0, 1e6)):
+            if not (isinstance(value, (int, float)) and low <= value <= high):
+                raise InvalidArgumentError(f"{name} must be in [{low:g}, {high:g}], got "
+                                           f"{value!r}", field=name, value=value)
+
+
+class Calibrator:
+    """Per-host, per-level corrections for ``hosts`` rows; state is plain arrays."""
+
+    def __init__(self, hosts: int, settings: ConformalSettings | None = None) -> None:
+        if isinstance(hosts, bool) or not isinstance(hosts, (int, np.integer)) or hosts < 0:
+            raise InvalidArgumentError(f"hosts must be a whole number >= 0, got {hosts!r}",
+                                       field="hosts", value=hosts)
+        self.settings = settings or ConformalSettings()
+        levels = len(self.settings.levels)
+        self.theta = np.zeros((int(hosts), levels))
+        self.scored = np.zeros((int(hosts), levels), dtype=np.int64)
+        self.covered = np.zeros((int(hosts), levels), dtype=np.int64)
+        self.pool_theta = np.zeros(levels)
+        self.pool_batches = np.zeros(1, dtype=np.int64)
+
+    @property
+    def hosts(self) -> int:
+        return int(self.scored.shape[0])
+
+    @property
+    def levels(self) -> np.ndarray:
+        return np.asarray(self.settings.levels, dtype=float)
+
+    def factors(self, host_indices: Any) -> np.ndarray:
+        """(hosts, levels) time-scale factors exp(theta_eff) applied to the model's quantiles."""
+        return np.exp(self._effective(self._rows(host_indices)))
+
+    def adjust(self, host_indices: Any, quantiles: Any) -> np.ndarray:
+        """Calibrated quantiles (seconds), shape (hosts, levels): the model's ``quantiles``
+        (same shape, at ``levels``) times each host's factors, then made non-decreasing."""
+        idx = self._rows(host_indices)
+        q = self._quantiles(quantiles, idx.size)
+        return np.maximum.accumulate(q * np.exp(self._effective(idx)), axis=1)
+
+    def pool_adjust(self, quantiles: Any) -> np.ndarray:
+        """The pool's calibrated quantiles (no host's own record), non-decreasing."""
+        q = np.asarray(quantiles, dtype=float)
+        q = self._quantiles(q, q.shape[0] if q.ndim == 2 else 1)
+        return np.maximum.accumulate(q * np.exp(self.pool_theta), axis=1)
+
+    def update(self, host_indices: Any, realised: Any, quantiles: Any) -> np.ndarray:
+        """Score finished launches (one per entry; a host may repeat) and move the corrections.
+
+        ``realised``: each launch's realised time (seconds); ``quantiles``: the model's
+        quantiles for it, shape (launches, levels), reported against the state before the
+        call. Returns the misses (realised above the reported quantile), (launches, levels).
+        """
+        idx = self._rows(host_indices)
+        q = self._quantiles(quantiles, idx.size)
+        actual = np.broadcast_to(np.asarray(realised, dtype=float), idx.shape)
+        if not (np.isfinite(actual).all() and (actual > 0).all()):
+            raise InvalidArgumentError("realised times must be positive and finite",
+                                       field="realised", value=None)
+        missed = actual[:, None] > self.adjust(idx, q)
+        pool_missed = actual[:, None] > self.pool_adjust(q)
+        self.record(idx, missed, pool_missed)
+        return missed
+
+    def record(self, host_indices: Any, missed: Any, pool_missed: Any,
+               decided: Any = None, pool_decided: Any = None) -> None:
+        """Move the corrections by known outcomes, (launches, levels) booleans each.
+
+        ``missed``: the launch overran the quantile reported for it (:meth:`adjust` at launch);
+        ``pool_missed``: it overran the pool's (:meth:`pool_adjust` at launch); ``decided``:
+        which entries are known (default all), ``pool_decided`` the same for the pool's
+        (default ``decided``). A miss is known as soon as the task has run
+        longer than the reported quantile, before it finishes: recording it then, rather
+        than at completion, keeps the feedback from lagging behind a burst of load.
+        """
+        idx = self._rows(host_indices)
+        shape = (idx.size, self.levels.size)
+        try:
+            miss = np.broadcast_to(np.asarray(missed, dtype=bool), shape)
+            pool_miss = np.broadcast_to(np.asarray(pool_missed, dtype=bool), shape)
+            known = np.ones(shape, bool) if decided is None else np.broadcast_to(
+                np.asarray(decided, dtype=bool), shape)
+            pool_known = known if pool_decided is None else np.broadcast_to(
+                np.asarray(pool_decided, dtype=bool), shape)
+        except ValueError:
+            raise InvalidArgumentError(f"outcomes must have shape {shape}", field="missed",
+                                       value=None) from None
+        step, target = self.settings.step, 1.0 - self.levels
+        newcomer = (self.scored[idx] == 0) & known
+        rows, cols = np.nonzero(newcomer)
+        self.theta[idx[rows], cols] = self.pool_theta[cols]
+        np.add.at(self.theta, idx, np.where(known, step * (miss - target), 0.0))
+        np.add.at(self.scored, idx, known.astype(np.int64))
+        np.add.at(self.covered, idx, (known & ~miss).astype(np.int64))
+        counts = pool_known.sum(axis=0)
+        if counts.any():
+            rate = np.divide((pool_known & pool_miss).sum(axis=0), counts, out=target.copy(),
+                             where=counts > 0)
+            self.pool_theta += step * (rate - target)
+            self.pool_batches += 1
+
+    def coverage(self, host_indices: Any) -> np.ndarray:
+        """(hosts, levels) fraction of scored launches within the reported quantile (NaN:
+        none scored)."""
+        idx = self._rows(host_indices)
+        n = self.scored[idx].astype(float)
+        return np.divide(self.covered[idx], n, out=np.full(n.shape, np.nan), where=n > 0)
+
+    def to_state(self) -> dict[str, Any]:
+        """Arrays by name plus the settings, for :meth:`from_state`."""
+        state: dict[str, Any] = {name: getattr(self, name).copy() for name in _STATE_FIELDS}
+        state["settings"] = {"levels": list(self.settings.levels), "step": self.settings.step,
+                             "prior_launches": self.settings.prior_launches}
+        return state
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> Calibrator:
+        try:
+            raw = dict(state["settings"])
+            raw["levels"] = tuple(raw["levels"])
+            calibrator = cls(len(state["scored"]), ConformalSettings(**raw))
+            for name in _STATE_FIELDS:
+                value = np.asarray(state[name], dtype=getattr(calibrator, name).dtype)
+                if value.shape != getattr(calibrator, name).shape:
+                    raise ValueError(f"{name} has shape {value.shape}")
+                setattr(calibrator, name, value.copy())
+        except (KeyError, TypeError, ValueError) as exc:
+            raise InvalidArgumentError(f"not a calibrator state: {exc}", field="state",
+                                       value=None) from None
+        return calibrator
+
+    def grow(self, hosts: int) -> None:
+        """Add empty rows so there are ``hosts`` rows."""
+        extra = hosts - self.hosts
+        if extra > 0:
+            self.theta = np.vstack([self.theta, np.zeros((extra, self.levels.size))])
+            self.scored = np.vstack([self.scored, np.zeros((extra, self.levels.size),
+                                                           np.int64)])
+            self.covered = np.vstack([self.covered, np.zeros((extra, self.levels.size),
+                                                             np.int64)])
+
+    # -- private ------------------------------------------------------------------------------
+
+    def _effective(self, idx: np.ndarray) -> np.ndarray:
+        n = self.scored[idx].astype(float)
+        k = self.settings.prior_launches
+        own = np.where(n > 0, self.theta[idx], self.pool_theta)
+        if k == 0:
+            return own
+        return (n * own + k * self.pool_theta) / (n + k)
+
+    def _rows(self, host_indices: Any) -> np.ndarray:
+        idx = np.atleast_1d(np.asarray(host_indices))
+        if idx.size == 0:
+            return idx.astype(np.int64)
+        if idx.ndim != 1 or not np.issubdtype(idx.dtype, np.integer) or (idx < 0).any() or (
+                idx >= self.hosts).any():
+            raise InvalidArgumentError(f"host indices must be whole numbers in [0, "
+                                       f"{self.hosts}), got {host_indices!r}",
+                                       field="host_indices", value=None)
+        return idx.astype(np.int64)
+
+    def _quantiles(self, quantiles: Any, rows: int) -> np.ndarray:
+        q = np.asarray(quantiles, dtype=float)
+        if q.ndim == 1 and rows == 1:
+            q = q[None, :]
+        if q.shape != (rows, self.levels.size) or not (np.isfinite(q).all() and (q > 0).all()):
+            raise InvalidArgumentError(f"quantiles must be positive, finite, shape "
+                                       f"({rows}, {self.levels.size}); got shape {q.shape}",
+                                       field="quantiles", value=None)
+        return q
+
+
+def level_map(cdf_values: Any, model_levels: Any, levels: Any = LEVELS) -> np.ndarray:
+    """phi(F): a host's calibrated CDF from its model CDF values.
+
+    ``cdf_values``: F(x) per host, shape (hosts, points); ``model_levels``: F at each of the
+    host's reported quantiles, shape (hosts, levels), non-decreasing; ``levels``: the nominal
+    levels. phi is piecewise linear through (0, 0), (model_levels, levels), (1, 1).
+    """
+    f = np.asarray(cdf_values, dtype=float)
+    m = np.asarray(model_levels, dtype=float)
+    nominal = np.asarray(levels, dtype=float)
+    if f.ndim != 2 or m.shape != (f.shape[0], nominal.size) or (np.diff(m, axis=1) < 0).any() \
+            or not ((m >= 0) & (m <= 1)).all():
+        raise InvalidArgumentError("model_levels must be (hosts, levels) in [0, 1], "
+                                   "non-decreasing, and cdf_values (hosts, points)",
+                                   field="model_levels", value=None)
+    knots_x = np.concatenate([np.zeros((m.shape[0], 1)), m, np.ones((m.shape[0], 1))], axis=1)
+    knots_y = np.concatenate([[0.0], nominal, [1.0]])
+    out = np.zeros_like(f)
+    for j in range(knots_y.size - 1):
+        lo, hi = knots_x[:, j:j + 1], knots_x[:, j + 1:j + 2]
+        inside = (f >= lo) & (f <= hi)
+        width = hi - lo
+        frac = np.divide(f - lo, width, out=np.ones_like(f), where=np.broadcast_to(
+            width > 0, f.shape))
+        out = np.where(inside, knots_y[j] + frac * (knots_y[j + 1] - knots_y[j]), out)
+    return np.clip(out, 0.0, 1.0)
+
+
+def interval_summary(realised: Any, reported: Any, levels: Any = LEVELS) -> dict[str, Any]:
+    """Coverage of each level and the median width p_last / p_first of reported quantiles."""
+    actual = np.asarray(realised, dtype=float)
+    q = np.asarray(reported, dtype=float)
+    if q.ndim != 2 or q.shape[0] != actual.size or q.shape[0] == 0:
+        raise InvalidArgumentError("reported must be (launches, levels) for launches >= 1",
+                                   field="reported", value=None)
+    names = [f"p{round(100 * level)}" for level in levels]
+    coverage = (actual[:, None] <= q).mean(axis=0)
+    return {"launches": int(actual.size),
+            "coverage": {n: float(c) for n, c in zip(names, coverage)},
+            f"median_{names[-1]}_over_{names[0]}": float(np.median(q[:, -1] / q[:, 0]))}

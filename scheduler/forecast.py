@@ -1,0 +1,387 @@
+"""A battery of load forecasters per host, scored continuously, chosen by the NWS rule.
+
+Series are kept as regular bins (``bin_seconds``, default one hour) of a quantity such as rho,
+lam or the available fraction; an empty bin is NaN. Bins are numbered on the epoch clock
+(bin b covers [b, b + 1) x bin_seconds, shifted by ``utc_offset_seconds`` so hour-of-day means
+the owners' hour), and each host keeps its own position, so hosts on different (simulated)
+clocks and with gaps share one bank.
+
+Forecasters of the mean over a run window of L bins starting at the host's next bin:
+
+- ``day_average``: mean of the last 24 hours' bins (the paper's estimate);
+- ``last_hour``: the latest observed bin;
+- ``hour_of_day``: for each bin of the window, the mean of the bins at the same hour of day over
+  the last ``profile_days`` days (empty: the 24-hour average);
+- ``hour_of_week``: the same at the same hour of the week within those days (empty: hour of day);
+- ``kalman``: the filtered level of a local-level model (Chapman et al.): y_t = x_t + w_t,
+  w ~ N(0, R) the noise of one bin's mean; x_{t+1} = x_t + v_t, v ~ N(0, Q) the drift of the
+  owners' load. The variances are set from the data by moments of the first differences
+  d_t = y_t - y_{t-1}: Var d = Q + 2R and Cov(d_t, d_{t-1}) = -R, each an exponentially
+  forgetting average, so they follow the host. The forecast is flat at the level;
+- ``tendency`` (Yang, Foster & Schopf 2003): the next bin continues the last direction by a
+  step adapted towards the observed size of rises (or of falls); held for the window, kept
+  within [0, the largest bin seen].
+
+Scoring (the Network Weather Service rule): after each bin, every forecast made L bins earlier
+for the window just completed is compared with the window's realised mean, for window lengths
+``WINDOW_CLASSES_BINS``; the recent error of each (host, length, forecaster) is an exponentially
+weighted mean absolute error. A query of length L uses the nearest length class and answers
+with the forecaster of lowest recent error (the 24-hour average before any score exists).
+Every forecast uses only bins completed before the moment it is made.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from scheduler.errors import InvalidArgumentError
+
+FORECASTERS = ("day_average", "last_hour", "hour_of_day", "hour_of_week", "kalman", "tendency")
+WINDOW_CLASSES_BINS = (1, 2, 4, 8, 16, 32, 64)
+DEFAULT_FORECASTER = 0
+# Forecasts wait to be scored until their window ends: the longest class plus one boundary.
+_PENDING_SLOTS = WINDOW_CLASSES_BINS[-1] + 1
+_DAY_AVG, _LAST, _HOD, _HOW, _KALMAN, _TENDENCY = range(len(FORECASTERS))
+_STATE_FIELDS = ("next_bin", "ring", "last_value", "max_value", "level", "level_var",
+                 "diff_sq", "diff_lag", "last_diff", "diff_count", "step_up", "step_down",
+                 "direction", "pending", "error_sum", "error_weight", "scored")
+
+
+@dataclass(frozen=True)
+class ForecastSettings:
+    """Fixed parameters of a bank (seconds, counts, rates per scoring point)."""
+
+    bin_seconds: float = 3600.0
+    profile_days: int = 8
+    error_half_life_points: float = 72.0
+    variance_memory_points: float = 168.0
+    tendency_adapt: float = 0.5
+    utc_offset_seconds: float = 0.0
+
+    def __post_init__(self) -> None:
+        per_day = 86400.0 / self.bin_seconds if self.bin_seconds > 0 else 0.0
+        if not (math.isfinite(per_day) and per_day >= 1 and per_day == round(per_day)):
+            raise InvalidArgumentError(
+                f"bin_seconds must divide a day (e.g. 3600), got {self.bin_seconds!r}",
+                field="bin_seconds", value=self.bin_seconds)
+        checks = (("profile_days", self.profile_days, 1, 60),
+                  ("error_half_life_points", self.error_half_life_points, 1, 1e6),
+                  ("variance_memory_points", self.variance_memory_points, 2, 1e6),
+                  ("tendency_adapt", self.tendency_adapt, 1e-6, 1))
+        for name, value, low, high in checks:
+            if not (isinstance(value, (int, float)) and low <= value <= high):
+                raise InvalidArgumentError(f"{name} must be in [{low:g}, {high:g}], got "
+                                           f"{value!r}", field=name, value=value)
+
+    @property
+    def bins_per_day(self) -> int:
+        return round(86400.0 / self.bin_seconds)
+
+    @property
+    def history_bins(self) -> int:
+        """Bins kept per host: the profile span, and at least the longest scored window."""
+        return max(self.profile_days * self.bins_per_day, WINDOW_CLASSES_BINS[-1]) + 1
+
+
+@dataclass(frozen=True, eq=False)
+class WindowForecast:
+    """The NWS answer per host: ``value`` (units of the series), the chosen forecaster's name
+    and its recent mean absolute error; ``values`` and ``errors`` give every forecaster's
+    (columns in ``FORECASTERS`` order; error NaN until scored); ``window_bins`` the length class
+    whose scores were used."""
+
+    value: np.ndarray
+    forecaster: tuple[str, ...]
+    recent_error: np.ndarray
+    values: np.ndarray
+    errors: np.ndarray
+    window_bins: int
+
+    def to_dict(self, row: int) -> dict[str, Any]:
+        """One host's answer, JSON-ready (None for unknown numbers)."""
+        def num(x: float) -> float | None:
+            return float(x) if math.isfinite(x) else None
+        return {"value": num(self.value[row]), "forecaster": self.forecaster[row],
+                "recent_error": num(self.recent_error[row]), "window_bins": self.window_bins,
+                "forecasters": {name: {"value": num(self.values[row, f]),
+                                       "recent_error": num(self.errors[row, f])}
+                                for f, name in enumerate(FORECASTERS)}}
+
+
+class ForecastBank:
+    """Forecaster state for ``hosts`` rows; all state is numpy arrays (see :meth:`to_state`)."""
+
+    def __init__(self, hosts: int, settings: ForecastSettings | None = None) -> None:
+        if isinstance(hosts, bool) or not isinstance(hosts, (int, np.integer)) or hosts < 0:
+            raise InvalidArgumentError(f"hosts must be a whole number >= 0, got {hosts!r}",
+                                       field="hosts", value=hosts)
+        self.settings = settings or ForecastSettings()
+        n, h = int(hosts), self.settings.history_bins
+        classes, forecasters = len(WINDOW_CLASSES_BINS), len(FORECASTERS)
+        nan = np.full(n, np.nan)
+        self.next_bin = np.full(n, -1, dtype=np.int64)
+        self.ring = np.full((n, h), np.nan)
+        self.last_value, self.max_value = nan.copy(), nan.copy()
+        self.level, self.level_var = nan.copy(), np.zeros(n)
+        self.diff_sq, self.diff_lag, self.last_diff = np.zeros(n), np.zeros(n), nan.copy()
+        self.diff_count = np.zeros(n)
+        self.step_up, self.step_down, self.direction = np.zeros(n), np.zeros(n), np.zeros(n)
+        # float32: scoring needs no more, and this is the bulk of a bank's state.
+        self.pending = np.full((n, classes, forecasters, _PENDING_SLOTS), np.nan, np.float32)
+        self.error_sum = np.zeros((n, classes, forecasters))
+        self.error_weight = np.zeros((n, classes, forecasters))
+        self.scored = np.zeros((n, classes), dtype=np.int64)
+
+    @property
+    def hosts(self) -> int:
+        return int(self.next_bin.size)
+
+    def to_state(self) -> dict[str, Any]:
+        """Every array by name plus the settings: what :meth:`from_state` rebuilds from."""
+        state: dict[str, Any] = {name: getattr(self, name).copy() for name in _STATE_FIELDS}
+        state["settings"] = dict(self.settings.__dict__)
+        return state
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> ForecastBank:
+        """A bank from :meth:`to_state`'s dict (arrays or nested lists)."""
+        try:
+            bank = cls(len(state["next_bin"]), ForecastSettings(**state["settings"]))
+            for name in _STATE_FIELDS:
+                value = np.asarray(state[name], dtype=getattr(bank, name).dtype)
+                if value.shape != getattr(bank, name).shape:
+                    raise ValueError(f"{name} has shape {value.shape}")
+                setattr(bank, name, value.copy())
+        except (KeyError, TypeError, ValueError) as exc:
+            raise InvalidArgumentError(f"not a forecast bank state: {exc}", field="state",
+                                       value=None) from None
+        return bank
+
+    def grow(self, hosts: int) -> None:
+        """Add rows (new hosts, empty) so the bank has ``hosts`` rows."""
+        extra = ForecastBank(hosts - self.hosts, self.settings) if hosts > self.hosts else None
+        if extra is None:
+            return
+        for name in _STATE_FIELDS:
+            setattr(self, name, np.concatenate([getattr(self, name), getattr(extra, name)]))
+
+    def bin_of(self, epoch_seconds: Any) -> np.ndarray:
+        """The bin index holding each time (epoch seconds)."""
+        shifted = np.asarray(epoch_seconds, dtype=float) + self.settings.utc_offset_seconds
+        return np.floor(shifted / self.settings.bin_seconds).astype(np.int64)
+
+    def push(self, host_indices: Any, bin_indices: Any, values: Any) -> None:
+        """Record one completed bin per listed host (distinct hosts; NaN: no data in it).
+
+        A bin index must not precede the host's next bin; skipped bins count as empty.
+        """
+        idx = self._rows(host_indices)
+        bins = np.broadcast_to(np.asarray(bin_indices, dtype=np.int64), idx.shape)
+        y = np.broadcast_to(np.asarray(values, dtype=float), idx.shape)
+        if np.unique(idx).size != idx.size:
+            raise InvalidArgumentError("push takes each host at most once per call",
+                                       field="host_indices", value=None)
+        if (y[np.isfinite(y)] < 0).any() or np.isinf(y).any():
+            raise InvalidArgumentError("values must be finite and >= 0 (NaN for no data)",
+                                       field="values", value=None)
+        fresh = self.next_bin[idx] < 0
+        start = np.where(fresh, bins, self.next_bin[idx])
+        if (bins < start).any():
+            raise InvalidArgumentError("a bin was pushed out of order for some host",
+                                       field="bin_indices", value=None)
+        self._clear_gap(idx, start, bins - start)
+        self._kalman_tendency(idx, y, bins - start + 1)
+        h = self.settings.history_bins
+        self.ring[idx, bins % h] = y
+        self.next_bin[idx] = bins + 1
+        self.max_value[idx] = np.fmax(self.max_value[idx], y)
+        self._score(idx, bins)
+        self._store_forecasts(idx, bins + 1)
+
+    def forecast(self, host_indices: Any, launch_seconds: Any, duration_seconds: float
+                 ) -> WindowForecast:
+        """Forecast mean of the series over [launch, launch + duration] (epoch seconds).
+
+        Uses the bins completed so far; a launch past the next bin is allowed (profiles follow
+        its hour). Rows without any data give NaN and the default forecaster.
+        """
+        idx = self._rows(host_indices)
+        if not (isinstance(duration_seconds, (int, float)) and 0 < duration_seconds < math.inf):
+            raise InvalidArgumentError(f"duration_seconds must be positive and finite, got "
+                                       f"{duration_seconds!r}", field="duration_seconds",
+                                       value=duration_seconds)
+        launch = np.broadcast_to(np.asarray(launch_seconds, dtype=float), idx.shape)
+        if not np.isfinite(launch).all():
+            raise InvalidArgumentError("launch_seconds must be finite", field="launch_seconds",
+                                       value=None)
+        bs = self.settings.bin_seconds
+        shifted = launch + self.settings.utc_offset_seconds
+        first = np.floor(shifted / bs).astype(np.int64)
+        horizon = math.floor(float(np.max((shifted + duration_seconds) / bs - first))) + 1
+        edges = first[:, None] + np.arange(horizon + 1)[None, :]
+        lo = np.clip(edges[:, :-1] * bs, shifted[:, None], (shifted + duration_seconds)[:, None])
+        hi = np.clip(edges[:, 1:] * bs, shifted[:, None], (shifted + duration_seconds)[:, None])
+        weights = (hi - lo) / duration_seconds
+        paths = self._paths(idx, first, horizon)
+        values = np.einsum("nfl,nl->nf", paths, weights)
+        length = duration_seconds / bs
+        c = int(np.argmin(np.abs(np.log(np.asarray(WINDOW_CLASSES_BINS)) - math.log(
+            max(length, 1.0)))))
+        errors = self._recent_errors(idx)[:, c, :]
+        chosen = _choose(errors)
+        rows = np.arange(idx.size)
+        return WindowForecast(value=values[rows, chosen],
+                              forecaster=tuple(FORECASTERS[f] for f in chosen),
+                              recent_error=errors[rows, chosen], values=values, errors=errors,
+                              window_bins=WINDOW_CLASSES_BINS[c])
+
+    def recent_errors(self, host_indices: Any) -> np.ndarray:
+        """(hosts, classes, forecasters) recent mean absolute errors (NaN: never scored)."""
+        return self._recent_errors(self._rows(host_indices))
+
+    # -- private ------------------------------------------------------------------------------
+
+    def _rows(self, host_indices: Any) -> np.ndarray:
+        idx = np.atleast_1d(np.asarray(host_indices))
+        if idx.ndim != 1 or not np.issubdtype(idx.dtype, np.integer) or (idx < 0).any() or (
+                idx >= self.hosts).any():
+            raise InvalidArgumentError(f"host indices must be whole numbers in [0, "
+                                       f"{self.hosts}), got {host_indices!r}",
+                                       field="host_indices", value=None)
+        return idx.astype(np.int64)
+
+    def _recent_errors(self, idx: np.ndarray) -> np.ndarray:
+        weight = self.error_weight[idx]
+        return np.divide(self.error_sum[idx], weight, out=np.full(weight.shape, np.nan),
+                         where=weight > 0)
+
+    def _clear_gap(self, idx: np.ndarray, start: np.ndarray, gap: np.ndarray) -> None:
+        for size, first, target in ((self.settings.history_bins, start, "ring"),
+                                    (_PENDING_SLOTS, start + 1, "pending")):
+            # Bins start .. start + gap - 1 had no data; boundaries start + 1 .. start + gap
+            # were never reached, so no forecast made there may be scored.
+            inside = (np.arange(size)[None, :] - first[:, None]) % size < np.minimum(
+                gap, size)[:, None]
+            if inside.any():
+                rows, cols = np.nonzero(inside)
+                getattr(self, target)[idx[rows], ..., cols] = np.nan
+
+    def _kalman_tendency(self, idx: np.ndarray, y: np.ndarray, steps: np.ndarray) -> None:
+        seen = np.isfinite(y)
+        first = seen & ~np.isfinite(self.last_value[idx])
+        again = seen & ~first
+        # Moments of the first differences, a running mean that turns into exponential
+        # forgetting after ``variance_memory_points`` differences.
+        d = y - self.last_value[idx]
+        count = self.diff_count[idx] + again
+        rate = np.where(again, 1.0 / np.minimum(np.maximum(count, 1.0),
+                                                self.settings.variance_memory_points), 0.0)
+        lag = np.where(np.isfinite(self.last_diff[idx]) & again,
+                       d * np.nan_to_num(self.last_diff[idx]), 0.0)
+        d0 = np.where(again, d, 0.0)
+        self.diff_sq[idx] += rate * (d0 * d0 - self.diff_sq[idx])
+        self.diff_lag[idx] += rate * (lag - self.diff_lag[idx])
+        self.diff_count[idx] = count
+        noise_var = np.clip(-self.diff_lag[idx], 0.0, self.diff_sq[idx] / 2)
+        drift_var = np.maximum(self.diff_sq[idx] - 2 * noise_var, 1e-3 * self.diff_sq[idx])
+        # Predict over every step since the last bin, then update with the new one.
+        omega = self.level_var[idx] + steps * drift_var
+        gain = np.divide(omega, omega + noise_var, out=np.ones_like(omega),
+                         where=omega + noise_var > 0)
+        level = self.level[idx]
+        new_level = np.where(first, y, np.where(again, level + gain * (y - level), level))
+        new_var = np.where(first, 0.0, np.where(again, (1 - gain) * omega, omega))
+        self.level[idx], self.level_var[idx] = new_level, new_var
+        # Tendency: adapt the step of the direction just taken.
+        a = self.settings.tendency_adapt
+        up, down = again & (d > 0), again & (d < 0)
+        self.step_up[idx] = np.where(up, self.step_up[idx] + a * (d0 - self.step_up[idx]),
+                                     self.step_up[idx])
+        self.step_down[idx] = np.where(down, self.step_down[idx] + a * (-d0 - self.step_down[
+            idx]), self.step_down[idx])
+        self.direction[idx] = np.where(again, np.sign(d0), self.direction[idx])
+        self.last_diff[idx] = np.where(again, d, np.where(seen, np.nan, self.last_diff[idx]))
+        self.last_value[idx] = np.where(seen, y, self.last_value[idx])
+
+    def _paths(self, idx: np.ndarray, first: np.ndarray, horizon: int) -> np.ndarray:
+        """(hosts, forecasters, horizon) forecasts of bins first .. first + horizon - 1."""
+        s = self.settings
+        h, per_day = s.history_bins, s.bins_per_day
+        boundary = np.where(self.next_bin[idx] < 0, first, self.next_bin[idx])
+        recent = boundary[:, None] - 1 - np.arange(per_day)[None, :]
+        ring = self.ring[idx]
+        rows = np.arange(idx.size)[:, None]
+        day = _nanmean(ring[rows, recent % h], valid=recent >= boundary[:, None] - h + 1)
+        day = np.where(np.isfinite(day), day, self.last_value[idx])
+        targets = first[:, None] + np.arange(horizon)[None, :]
+        span = s.profile_days * per_day
+        hod = _profile(ring, targets, boundary, per_day, span)
+        hod = np.where(np.isfinite(hod), hod, day[:, None])
+        how = _profile(ring, targets, boundary, 7 * per_day, span)
+        how = np.where(np.isfinite(how), how, hod)
+        step = np.where(self.direction[idx] > 0, self.step_up[idx],
+                        np.where(self.direction[idx] < 0, -self.step_down[idx], 0.0))
+        tendency = np.clip(self.last_value[idx] + step, 0.0, self.max_value[idx])
+        flat = np.stack([day, self.last_value[idx], self.level[idx], tendency], axis=1)
+        out = np.empty((idx.size, len(FORECASTERS), horizon))
+        out[:, [_DAY_AVG, _LAST, _KALMAN, _TENDENCY], :] = flat[:, :, None]
+        out[:, _HOD, :], out[:, _HOW, :] = hod, how
+        return out
+
+    def _score(self, idx: np.ndarray, pushed: np.ndarray) -> None:
+        h = self.settings.history_bins
+        lengths = np.asarray(WINDOW_CLASSES_BINS)
+        decay = 0.5 ** (1.0 / self.settings.error_half_life_points)
+        # Realised mean of the last L bins for every class at once, newest bin first.
+        back = pushed[:, None] - np.arange(lengths[-1])[None, :]
+        recent = self.ring[idx[:, None], back % h]
+        seen = np.isfinite(recent)
+        total = np.cumsum(np.where(seen, recent, 0.0), axis=1)[:, lengths - 1]
+        count = np.cumsum(seen, axis=1)[:, lengths - 1]
+        realised = np.divide(total, count, out=np.full(total.shape, np.nan), where=count > 0)
+        made_at = pushed[:, None] - lengths[None, :] + 1
+        forecast = self.pending[idx[:, None], np.arange(lengths.size)[None, :], :,
+                                made_at % _PENDING_SLOTS].astype(float)
+        error = np.abs(forecast - realised[:, :, None])
+        ok = np.isfinite(error)
+        self.error_sum[idx] = np.where(ok, decay * self.error_sum[idx] + np.where(ok, error, 0),
+                                       self.error_sum[idx])
+        self.error_weight[idx] = np.where(ok, decay * self.error_weight[idx] + 1.0,
+                                          self.error_weight[idx])
+        self.scored[idx] += ok.any(axis=2)
+
+    def _store_forecasts(self, idx: np.ndarray, boundary: np.ndarray) -> None:
+        lengths = np.asarray(WINDOW_CLASSES_BINS)
+        paths = self._paths(idx, boundary, int(lengths[-1]))
+        means = np.cumsum(paths, axis=2)[:, :, lengths - 1] / lengths
+        self.pending[idx, :, :, boundary % _PENDING_SLOTS] = means.transpose(0, 2, 1)
+
+
+def _choose(errors: np.ndarray) -> np.ndarray:
+    """Index of the lowest recent error per row; the default where nothing is scored."""
+    finite = np.isfinite(errors)
+    best = np.argmin(np.where(finite, errors, np.inf), axis=1)
+    return np.where(finite.any(axis=1), best, DEFAULT_FORECASTER)
+
+
+def _nanmean(values: np.ndarray, valid: np.ndarray) -> np.ndarray:
+    ok = valid & np.isfinite(values)
+    count = ok.sum(axis=-1)
+    total = np.where(ok, values, 0.0).sum(axis=-1)
+    return np.divide(total, count, out=np.full(count.shape, np.nan), where=count > 0)
+
+
+def _profile(ring: np.ndarray, targets: np.ndarray, boundary: np.ndarray, period: int,
+             span: int) -> np.ndarray:
+    """Mean of the bins one or more periods before each target, within ``span`` bins before
+    the boundary (NaN where none is observed)."""
+    ahead = int(np.max(targets - boundary[:, None])) if targets.size else 0
+    periods = np.arange(1, (span + max(ahead, 0)) // period + 2)
+    sources = targets[:, :, None] - period * periods[None, None, :]
+    valid = (sources < boundary[:, None, None]) & (sources >= boundary[:, None, None] - span)
+    rows = np.arange(ring.shape[0])[:, None, None]
+    return _nanmean(ring[rows, sources % ring.shape[1]], valid)

@@ -1,0 +1,156 @@
+"""Adaptive conformal calibration on generated streams whose true law is known."""
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from scheduler.conformal import (
+    LEVELS,
+    Calibrator,
+    ConformalSettings,
+    interval_summary,
+    level_map,
+)
+from scheduler.errors import InvalidArgumentError
+
+Z = stats.norm.ppf(LEVELS)
+
+
+def _model_quantiles(median, spread=0.2):
+    """A lognormal model's quantiles around ``median`` (seconds), one row per launch."""
+    return np.asarray(median)[:, None] * np.exp(spread * Z)[None, :]
+
+
+def _drifting_stream(rng, launches):
+    """Predicted medians, model quantiles, and realised times whose bias drifts in time."""
+    median = rng.uniform(600, 6000, launches)
+    t = np.arange(launches)
+    bias = 0.25 + 0.35 * np.sin(2 * np.pi * t / 900) + 0.0002 * t  # log-ratio, drifting
+    realised = median * np.exp(bias + rng.normal(0, 0.3, launches))
+    return _model_quantiles(median), realised
+
+
+def test_long_run_coverage_is_nominal_on_a_drifting_biased_stream():
+    quantiles, realised = _drifting_stream(np.random.default_rng(1), 3000)
+    calibrator = Calibrator(1)
+    reported = np.empty_like(quantiles)
+    for i in range(realised.size):
+        reported[i] = calibrator.adjust([0], quantiles[i:i + 1])[0]
+        calibrator.update([0], realised[i], quantiles[i:i + 1])
+    calibrated = interval_summary(realised, reported)
+    raw = interval_summary(realised, quantiles)
+    assert 0.45 <= calibrated["coverage"]["p50"] <= 0.55
+    assert 0.87 <= calibrated["coverage"]["p90"] <= 0.93
+    assert 0.92 <= calibrated["coverage"]["p95"] <= 0.975
+    assert raw["coverage"]["p90"] < 0.75  # the stream is biased: the raw model is not calibrated
+    # The interval stays useful: the truth's own p95/p50 width is exp(0.3 x 1.645) = 1.64.
+    assert calibrated["median_p95_over_p50"] < 2.2
+    np.testing.assert_allclose(calibrator.coverage([0])[0], [calibrated["coverage"][k] for k in
+                                                             ("p50", "p90", "p95")])
+
+
+def test_many_hosts_in_one_vectorised_batch_match_one_by_one_updates():
+    rng = np.random.default_rng(2)
+    hosts, rounds = 20, 120
+    batch, single = Calibrator(hosts), Calibrator(hosts)
+    for _ in range(rounds):
+        median = rng.uniform(100, 1000, hosts)
+        q = _model_quantiles(median)
+        real = median * np.exp(0.3 + rng.normal(0, 0.2, hosts))
+        batch.update(np.arange(hosts), real, q)
+        for h in range(hosts):
+            single.update([h], real[h], q[h:h + 1])
+    # Host corrections use the same pre-update state either way, so they agree closely; the
+    # pool moves by batch means, so it differs only in how fast it follows.
+    assert np.abs(batch.coverage(np.arange(hosts)) - single.coverage(np.arange(hosts))).max() \
+        < 0.06
+    assert np.all(batch.scored == rounds)
+
+
+def test_pooled_prior_helps_a_host_with_five_launches():
+    rng = np.random.default_rng(3)
+    bias, noise = 0.5, 0.25  # every host's realised/predicted log-ratio ~ N(0.5, 0.25^2)
+    veterans = 40
+    pooled = Calibrator(veterans + 400, ConformalSettings(prior_launches=10))
+    for _ in range(150):
+        median = rng.uniform(100, 1000, veterans)
+        pooled.update(np.arange(veterans), median * np.exp(bias + rng.normal(0, noise,
+                                                                             veterans)),
+                      _model_quantiles(median))
+    newcomers = np.arange(veterans, veterans + 400)
+    alone = Calibrator(newcomers.size)
+    hits_pooled, hits_alone = [], []
+    for _ in range(5):
+        median = rng.uniform(100, 1000, newcomers.size)
+        q = _model_quantiles(median)
+        real = median * np.exp(bias + rng.normal(0, noise, newcomers.size))
+        hits_pooled.append(~pooled.update(newcomers, real, q))
+        hits_alone.append(~alone.update(np.arange(newcomers.size), real, q))
+    cover_pooled = np.mean(hits_pooled, axis=(0, 1))
+    cover_alone = np.mean(hits_alone, axis=(0, 1))
+    nominal = np.asarray(LEVELS)
+    assert np.abs(cover_pooled - nominal).max() < 0.06
+    assert np.all(np.abs(cover_pooled - nominal) < np.abs(cover_alone - nominal))
+    assert cover_alone[1] < 0.8  # on its own, five launches cannot learn a 0.5 log bias
+
+
+def test_adjusted_quantiles_stay_monotone_and_the_level_map_is_a_cdf():
+    calibrator = Calibrator(2)
+    # A model whose p50 is far too low and p95 far too high: corrections pull opposite ways.
+    calibrator.theta[:] = [[1.0, 0.0, -0.5], [0.0, 0.0, 0.0]]
+    calibrator.scored[:] = 1000
+    q = np.array([[100.0, 120.0, 130.0], [100.0, 150.0, 170.0]])
+    adjusted = calibrator.adjust([0, 1], q)
+    assert np.all(np.diff(adjusted, axis=1) >= 0)
+    # Host law: lognormal with median 100 s; its CDF at the reported quantiles gives the map.
+    law = stats.lognorm(s=0.3, scale=100.0)
+    x = np.linspace(50, 400, 500)
+    cdf = np.vstack([law.cdf(x), law.cdf(x)])
+    calibrated = level_map(cdf, law.cdf(adjusted))
+    assert np.all(np.diff(calibrated, axis=1) >= -1e-12)
+    at_reported = level_map(law.cdf(adjusted[1:2]), law.cdf(adjusted[1:2]))
+    np.testing.assert_allclose(at_reported[0], LEVELS)
+
+
+def test_state_round_trip_and_growth():
+    rng = np.random.default_rng(4)
+    calibrator = Calibrator(3)
+    median = rng.uniform(100, 200, 12)
+    calibrator.update(rng.integers(0, 3, 12), median * 1.3, _model_quantiles(median))
+    state = {k: (v.tolist() if isinstance(v, np.ndarray) else v)
+             for k, v in calibrator.to_state().items()}
+    copy = Calibrator.from_state(state)
+    q = _model_quantiles([150.0, 150.0, 150.0])
+    np.testing.assert_array_equal(calibrator.adjust([0, 1, 2], q), copy.adjust([0, 1, 2], q))
+    copy.grow(5)
+    assert copy.hosts == 5
+    np.testing.assert_allclose(copy.factors([4])[0], np.exp(copy.pool_theta))
+
+
+@pytest.mark.parametrize("call, field", [
+    (lambda: ConformalSettings(levels=(0.9, 0.5)), "levels"),
+    (lambda: ConformalSettings(step=0.0), "step"),
+    (lambda: Calibrator(2).update([0], [-1.0], [[1.0, 2.0, 3.0]]), "realised"),
+    (lambda: Calibrator(2).update([0], [1.0], [[1.0, 2.0]]), "quantiles"),
+    (lambda: Calibrator(2).adjust([2], [[1.0, 2.0, 3.0]]), "host_indices"),
+    (lambda: Calibrator.from_state({"scored": [[0, 0, 0]]}), "state"),
+    (lambda: level_map([[0.5]], [[0.9, 0.5, 0.95]]), "model_levels"),
+])
+def test_bad_input_names_the_field(call, field):
+    with pytest.raises(InvalidArgumentError) as info:
+        call()
+    assert info.value.field == field
+
+
+def test_record_moves_only_the_levels_already_known():
+    calibrator = Calibrator(2)
+    before = calibrator.theta.copy()
+    # Launch on host 0 overran its p50 and p90 while still running: those two are known.
+    calibrator.record([0], [[True, True, False]], [[True, True, False]],
+                      decided=[[True, True, False]])
+    assert calibrator.scored.tolist() == [[1, 1, 0], [0, 0, 0]]
+    step = calibrator.settings.step
+    np.testing.assert_allclose(calibrator.theta[0, :2] - before[0, :2], [step * 0.5,
+                                                                          step * 0.9])
+    assert calibrator.theta[0, 2] == before[0, 2] and (calibrator.theta[1] == 0).all()
+
