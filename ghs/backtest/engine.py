@@ -63,6 +63,7 @@ class BacktestSettings:
     sensor: SensorConfig = field(default_factory=SensorConfig)
     seed: int = 1
     zero_epoch_seconds: float = DEFAULT_ZERO_EPOCH_SECONDS
+    end_seconds: float | None = None  # the logs are cut here (None: their own ends)
 
 
 @dataclass
@@ -102,6 +103,12 @@ def run_backtest(stations: Sequence[Station], keys: Sequence[str], works: Sequen
     """Score every predictor on ``stations`` (keys name them in ``shares``) for task lengths
     ``works`` (dedicated seconds at tau 1). Returns the JSON of ``ghs backtest``."""
     work = _validate(stations, keys, works, settings)
+    if settings.end_seconds is not None:
+        stations = [Station(s.name, tuple(r for r in s.rows if r[0] < settings.end_seconds),
+                            s.header_zero_epoch_seconds) for s in stations]
+        if not all(s.rows for s in stations):
+            raise BacktestError(f"a station has no job before --end {settings.end_seconds:g} s",
+                                field="end", value=settings.end_seconds)
     traces = [Trace(np.array([r[0] for r in s.rows]), np.array([r[1] for r in s.rows]))
               for s in stations]
     ends = np.array([float(t.arrival_seconds[-1]) for t in traces])

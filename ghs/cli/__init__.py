@@ -27,6 +27,7 @@ COMMANDS = {
     "history": "ghs.cli.remote:history",
     "keys": "ghs.cli.remote:keys",
     "demo": "ghs.cli.demo:demo",
+    "backtest": "ghs.cli.backtest:backtest",
 }
 
 
