@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from ghs.cli.common import DURATION, config_from, console, emit_json, json_option, fail
+from ghs.cli.common import DURATION, config_from, console, emit_json, fail, json_option
 
 
 @click.command()
