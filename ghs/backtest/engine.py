@@ -12,12 +12,13 @@ Predictors (``PREDICTORS``): ``paper`` (24-hour average, idle start), ``naive``
 backlog of the running snapshot), ``forecast`` (run-window forecast, idle start),
 ``uncalibrated`` (forecast and state) and ``calibrated``, the default: ``uncalibrated`` with
 its quantiles corrected by adaptive conformal inference (:class:`scheduler.Calibrator`, one
-per task length, a row per station, pooled prior) on this station's own earlier launches, and
-its mean scaled like its median. An outcome feeds the calibrator only once known at a later
-launch: when the task has finished, or (a miss) once it has run past a reported quantile.
-With ``parallel``, one task of each length is split over all stations by each predictor's own
-equal-mean view and completes with its slowest share; its calibration is per task length on
-the parallel launches themselves (the per-host laws are not recombined).
+per task length, a row per station, pooled prior) on this station's own earlier launches (its
+mean is left as the model's: scaling it like the median made it worse on every log tried);
+``calibrated-idle`` does the same to ``forecast``. An outcome feeds the calibrator only once
+known at a later launch: when the task has finished, or (a miss) once it has run past a
+reported quantile. With ``parallel``, one task of each length is split over all stations by
+each predictor's own equal-mean view and completes with its slowest share; its calibration is
+per task length on the parallel launches themselves (the per-host laws are not recombined).
 """
 
 from __future__ import annotations
@@ -48,8 +49,10 @@ LEVELS = ("p50", "p90", "p95")
 NOMINAL = (0.5, 0.9, 0.95)
 MODEL_VIEWS = {"paper": ("day", False), "state": ("day", True),
                "forecast": ("forecast", False), "uncalibrated": ("forecast", True)}
+# calibrated predictor -> the model view whose quantiles it corrects
+CALIBRATED = {"calibrated": "uncalibrated", "calibrated-idle": "forecast"}
 DEFAULT_PREDICTOR = "calibrated"
-PREDICTORS = ("paper", "naive", "state", "forecast", "uncalibrated", DEFAULT_PREDICTOR)
+PREDICTORS = ("paper", "naive", "state", "forecast", "uncalibrated", *CALIBRATED)
 DIST = "lognormal"
 
 
@@ -71,7 +74,7 @@ class _Pending:
     """A calibrated launch whose outcome is not yet fully known."""
 
     row: int
-    work: float
+    key: tuple[str, float]
     launch: float
     realised: float
     reported: np.ndarray
@@ -149,7 +152,8 @@ class _Run:
         self.settings = settings
         self.mode = "parallel" if settings.parallel else "single"
         rows = 1 if settings.parallel else len(stations)
-        self.calibrators = {float(w): Calibrator(rows) for w in work}
+        self.calibrators = {(name, float(w)): Calibrator(rows) for name in CALIBRATED
+                            for w in work}
         self.forecasts = Forecasts(len(stations))
         self.pending: list[_Pending] = []
         self.records: list[dict[str, Any]] = []
@@ -165,7 +169,7 @@ class _Run:
             decided = ~p.decided & (finished | (elapsed > p.reported))
             pool_decided = ~p.pool_decided & (finished | (elapsed > p.pooled))
             if decided.any() or pool_decided.any():
-                self.calibrators[p.work].record([p.row], (p.realised > p.reported)[None],
+                self.calibrators[p.key].record([p.row], (p.realised > p.reported)[None],
                                                 (p.realised > p.pooled)[None],
                                                 decided[None], pool_decided[None])
                 p.decided |= decided
@@ -174,15 +178,15 @@ class _Run:
                 still.append(p)
         self.pending = still
 
-    def _calibrate(self, row: int, work: float, at: float, realised: float,
-                   mean: float, quantiles: np.ndarray) -> tuple[float, np.ndarray]:
-        calibrator = self.calibrators[work]
+    def _calibrate(self, name: str, row: int, work: float, at: float, realised: float,
+                   quantiles: np.ndarray) -> np.ndarray:
+        calibrator = self.calibrators[name, work]
         reported = calibrator.adjust([row], quantiles[None])[0]
         pooled = calibrator.pool_adjust(quantiles[None])[0]
         levels = np.zeros(len(LEVELS), bool)
-        self.pending.append(_Pending(row, work, at, realised, reported, pooled, levels,
-                                     levels.copy()))
-        return mean * reported[0] / quantiles[0], reported
+        self.pending.append(_Pending(row, (name, work), at, realised, reported, pooled,
+                                     levels, levels.copy()))
+        return reported
 
     # -- launches --------------------------------------------------------------------------
 
@@ -215,10 +219,11 @@ class _Run:
                         p = self._settled([k], [known], at, w, [start])
                     q = np.array([p.quantiles[level] for level in LEVELS])
                     self._record(name, at, float(w), shares, realised, p.mean, q)
-                    if name == "uncalibrated":
-                        mean, reported = self._calibrate(k, float(w), at, realised, p.mean, q)
-                        self._record(DEFAULT_PREDICTOR, at, float(w), shares, realised, mean,
-                                     reported)
+                    for calibrated, view in CALIBRATED.items():
+                        if view == name:
+                            reported = self._calibrate(calibrated, k, float(w), at, realised, q)
+                            self._record(calibrated, at, float(w), shares, realised, p.mean,
+                                         reported)
 
     def _settled(self, rows: list[int], knowns: list, at: float, work: float,
                  backlogs: list[Backlog], shares: np.ndarray | None = None):
@@ -252,10 +257,11 @@ class _Run:
                     p = self._settled(rows, knowns, at, w, starts)
                 q = np.array([p.quantiles[level] for level in LEVELS])
                 realised = self._parallel_record(name, at, w, np.asarray(p.shares), p.mean, q)
-                if name == "uncalibrated" and realised is not None:
-                    mean, reported = self._calibrate(0, w, at, realised, p.mean, q)
-                    self._parallel_record(DEFAULT_PREDICTOR, at, w, np.asarray(p.shares), mean,
-                                          reported)
+                for calibrated, view in CALIBRATED.items():
+                    if view == name and realised is not None:
+                        reported = self._calibrate(calibrated, 0, w, at, realised, q)
+                        self._parallel_record(calibrated, at, w, np.asarray(p.shares), p.mean,
+                                              reported)
 
     def _parallel_record(self, predictor: str, at: float, work: float, shares: np.ndarray,
                          mean: float, quantiles: np.ndarray | None) -> float | None:
