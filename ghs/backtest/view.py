@@ -67,6 +67,7 @@ def plot_backtest(result: dict[str, Any], path: str) -> str:
     errors.set_xlabel("task length (dedicated hours)")
     errors.set_ylabel("mean |predicted mean - realised| / realised")
     errors.set_title("error against task length")
+    errors.legend(fontsize="small")
     figure.tight_layout()
     figure.savefig(path, dpi=110)
     return path
