@@ -20,6 +20,10 @@ _EXPORTS = {
     "forecast_parameters": "scheduler.window_forecast",
     "forecast_window": "scheduler.window_forecast",
     "Host": "scheduler.hosts",
+    "Backlog": "scheduler.backlog",
+    "Histogram": "scheduler.templates",
+    "TwoMomentDemand": "scheduler.templates",
+    "choose_template": "scheduler.templates",
     "partition": "scheduler.partitioning",
     "whole_units": "scheduler.partitioning",
     "Prediction": "scheduler.prediction",
@@ -32,9 +36,11 @@ _EXPORTS = {
 }
 
 __all__ = [
+    "Backlog",
     "Calibrator",
     "Exclusion",
     "ForecastBank",
+    "Histogram",
     "Host",
     "InvalidArgumentError",
     "InvalidHostError",
@@ -44,6 +50,8 @@ __all__ = [
     "SchedulerError",
     "SimulationResult",
     "TooManyHostsError",
+    "TwoMomentDemand",
+    "choose_template",
     "forecast_parameters",
     "forecast_window",
     "partition",

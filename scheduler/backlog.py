@@ -257,6 +257,13 @@ def _job_groups(cores: int, means: Sequence[float], variances: Sequence[float]
     """FCFS spread of the jobs over the cores: (cores, low, none, extra mean, extra var) per
     group, the exact part of a core's work being ``low`` and the random part B'."""
     # plain floats: a few jobs per host, where numpy's per-call cost would dominate
+    if cores == 1:
+        exact_sum = sum(m for m, v in zip(means, variances) if v <= 0)
+        random_mean = sum(m for m, v in zip(means, variances) if v > 0)
+        random_var = sum(v for v in variances if v > 0)
+        if exact_sum == 0 and random_mean == 0:
+            return [(1.0, 0.0, 1.0, 0.0, 0.0)]
+        return [(1.0, exact_sum, 0.0 if random_var > 0 else 1.0, random_mean, random_var)]
     load = [0.0] * cores
     exact = [0.0] * cores
     random_mean = [0.0] * cores

@@ -220,6 +220,7 @@ def _build_mixture(arrays: HostArrays, shares: np.ndarray, codes: np.ndarray
     # a host given no work is not in the set: its backlog must not hold back log F
     t = (shares / (arrays.cores * arrays.tau))[..., None, None] + np.where(
         shares[..., None, None] > 0, atoms, 0.0)
+    t = np.where(backlog.mult[..., None] > 0, t, 0.0)
     expand = (slice(None),) * (arrays.lam.ndim) + (None, None)
     lam_server = (arrays.lam / arrays.cores)[expand]
     rho = arrays.rho[expand]
@@ -255,6 +256,8 @@ def collapsed_servers(arrays: HostArrays, shares: np.ndarray, codes: np.ndarray)
     rho = arrays.rho[expand]
     ex2 = arrays.demand_second_moment[expand]
     start = (shares / (arrays.cores * arrays.tau))[..., None] + low
+    # padding groups (no cores) must not hold back F: they finish at once
+    start = np.where(backlog.mult > 0, start, 0.0)
     base = start + extra_mean
     delay_mean = (base / (1.0 - rho)) - start
     delay_var = base * lam * ex2 / (1.0 - rho) ** 3 + extra_var / (1.0 - rho) ** 2

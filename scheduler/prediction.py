@@ -31,7 +31,7 @@ REL_TOL = 1e-5
 # exact mixture over the backlog; beyond it, each core group's law is fitted to the
 # mixture's exact moments (heavy-tailed backlogs lose some accuracy in the quantiles, see
 # scheduler.model.collapsed_servers), which costs what an idle start costs.
-MIXTURE_MAX_COMPONENTS = 1024
+MIXTURE_MAX_COMPONENTS = 256
 
 
 @dataclass(frozen=True, eq=False)

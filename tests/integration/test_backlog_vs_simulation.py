@@ -13,6 +13,7 @@ import pytest
 from scheduler import Host, partition, predict
 from scheduler.backlog import Backlog
 from scheduler.simulation import simulate
+from scheduler.templates import Histogram, TwoMomentDemand
 from scheduler.workload import demand
 
 MEAN_DEMAND = 120.0
@@ -80,7 +81,10 @@ def _simulate_mixed(hosts, shares, laws, jobs, rng):
     return finish
 
 
-def test_eight_heterogeneous_hosts_from_state_mean_and_p90():
+@pytest.mark.parametrize("form", ["mixture", "moment-fit"])
+def test_eight_heterogeneous_hosts_from_state_mean_and_p90(form, monkeypatch):
+    if form == "moment-fit":  # the form large sets use: one law fitted per core group
+        monkeypatch.setattr("scheduler.prediction.MIXTURE_MAX_COMPONENTS", 0)
     rng = np.random.default_rng(77)
     hosts, laws, states, jobs = [], [], [], []
     for name, rho, tau, cores, mean_demand, kind, cov, running in HETEROGENEOUS:
@@ -93,6 +97,7 @@ def test_eight_heterogeneous_hosts_from_state_mean_and_p90():
                       else Backlog.exact(running))
     work = 8 * 8 * 3600.0
     model = predict(hosts, work, backlog=states)
+    assert model.to_dict()["backlog_law"] == form
     sim = _simulate_mixed(hosts, model.shares, laws, jobs, rng)
     assert model.mean == pytest.approx(sim.mean(), rel=0.01)
     assert model.quantiles["p90"] == pytest.approx(np.quantile(sim, 0.9), rel=0.03)
@@ -128,3 +133,24 @@ def test_steady_state_prediction_agrees_with_warm_simulation_of_the_example_lab(
     # heavy-tailed demands (CoV up to 3): the stationary backlog's shape is a two-moment fit
     assert model.quantiles["p50"] == pytest.approx(sim.quantile(0.5), rel=0.10)
     assert model.quantiles["p90"] == pytest.approx(sim.quantile(0.9), rel=0.10)
+
+
+@pytest.mark.parametrize("hours", [1, 8])
+@pytest.mark.parametrize("rho", [0.1, 0.5])
+def test_one_host_with_template_laws_of_the_running_jobs(rho, hours):
+    # remaining demands are random: a histogram template and the two-moment fallback at
+    # several ages; the simulator draws each run's remainders from the same laws
+    edges = np.geomspace(1.0, 1e5, 51)
+    history = np.random.default_rng(4).lognormal(6.0, 1.2, 3000)
+    template = Histogram(edges, np.histogram(history, edges)[0])
+    fallback = TwoMomentDemand(600.0, 1200.0)
+    laws = [fallback.remaining(300.0), template.remaining(200.0), fallback.remaining(50.0)]
+    host = Host("ws", lam=rho / MEAN_DEMAND, mu=1 / MEAN_DEMAND, sigma=2 * MEAN_DEMAND, rho=rho)
+    work = hours * 3600.0
+    sim = simulate([host], [work], runs=RUNS, rng=np.random.default_rng(hours),
+                   service=[demand("lognormal", MEAN_DEMAND, 2.0)], running_jobs=[laws])
+    model = predict([host], work, backlog=[Backlog.from_laws(laws)])
+    assert model.mean == pytest.approx(sim.mean, rel=0.01)
+    # the sum of three remaining demands is given its two moments and a fitted shape
+    assert model.quantiles["p90"] == pytest.approx(sim.quantile(0.9),
+                                                   rel=0.05 if hours == 1 else 0.03)

@@ -108,3 +108,24 @@ def test_simulator_refuses_bad_launch_state():
         simulate([host("a")], [10.0], runs=2, rng=np.random.default_rng(0),
                  running_jobs=[[1.0], [2.0]])
     assert caught.value.field == "running_jobs"
+
+
+@pytest.mark.parametrize("budget", [1024, 0])
+def test_cdf_is_vectorised_and_consistent_with_the_quantiles(budget, monkeypatch):
+    monkeypatch.setattr("scheduler.prediction.MIXTURE_MAX_COMPONENTS", budget)
+    hosts = [host("a", rho=0.3), host("b", rho=0.5, cores=2)]
+    prediction = predict(hosts, 7200.0, backlog=[Backlog.steady_state(),
+                                                 Backlog.exact([600.0, 30.0, 90.0])])
+    points = np.array([[prediction.quantiles["p50"], prediction.quantiles["p90"]],
+                       [prediction.quantiles["p99"], 0.0]])
+    values = prediction.cdf(points)
+    assert values.shape == (2, 2)
+    assert values.ravel().tolist() == pytest.approx([0.5, 0.9, 0.99, 0.0], abs=1e-6)
+    # the host with exact jobs cannot finish before its busier core clears and runs its part
+    assert prediction.cdf(600.0 + prediction.dedicated_seconds[1] - 1.0) == 0.0
+
+
+def test_from_laws_needs_moments():
+    with pytest.raises(InvalidArgumentError) as caught:
+        Backlog.from_laws([object()])
+    assert caught.value.field == "laws"
