@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from scheduler.errors import InvalidArgumentError
+from scheduler.row_state import RowState, check_hosts
 
 LEVELS = (0.5, 0.9, 0.95)
 _STATE_FIELDS = ("theta", "scored", "covered", "pool_theta", "pool_batches")
@@ -41,11 +42,16 @@ class ConformalSettings:
     launch); prior_launches: how many launches the pool's correction is worth."""
 
     levels: tuple[float, ...] = field(default=LEVELS)
-    step: float = 0.05
+    step: float = 0.1
     prior_launches: float = 10.0
 
     def __post_init__(self) -> None:
-        levels = np.asarray(self.levels, dtype=float)
+        try:
+            levels = np.asarray(self.levels, dtype=float)
+        except (TypeError, ValueError):
+            levels = np.array([np.nan])
+        # A tuple whatever came in (a list from a stored state), so settings stay hashable.
+        object.__setattr__(self, "levels", tuple(levels.ravel().tolist()))
         if levels.ndim != 1 or levels.size == 0 or not ((levels > 0) & (levels < 1)).all() \
                 or (np.diff(levels) <= 0).any():
             raise InvalidArgumentError(f"levels must be increasing numbers in (0, 1), got "
@@ -57,13 +63,15 @@ class ConformalSettings:
                                            f"{value!r}", field=name, value=value)
 
 
-class Calibrator:
+class Calibrator(RowState):
     """Per-host, per-level corrections for ``hosts`` rows; state is plain arrays."""
 
+    FIELDS = _STATE_FIELDS
+    ROW_FIELDS = ("theta", "scored", "covered")
+    SETTINGS = ConformalSettings
+
     def __init__(self, hosts: int, settings: ConformalSettings | None = None) -> None:
-        if isinstance(hosts, bool) or not isinstance(hosts, (int, np.integer)) or hosts < 0:
-            raise InvalidArgumentError(f"hosts must be a whole number >= 0, got {hosts!r}",
-                                       field="hosts", value=hosts)
+        hosts = check_hosts(hosts)
         self.settings = settings or ConformalSettings()
         levels = len(self.settings.levels)
         self.theta = np.zeros((int(hosts), levels))
@@ -73,21 +81,17 @@ class Calibrator:
         self.pool_batches = np.zeros(1, dtype=np.int64)
 
     @property
-    def hosts(self) -> int:
-        return int(self.scored.shape[0])
-
-    @property
     def levels(self) -> np.ndarray:
         return np.asarray(self.settings.levels, dtype=float)
 
     def factors(self, host_indices: Any) -> np.ndarray:
         """(hosts, levels) time-scale factors exp(theta_eff) applied to the model's quantiles."""
-        return np.exp(self._effective(self._rows(host_indices)))
+        return np.exp(self._effective(self.rows(host_indices)))
 
     def adjust(self, host_indices: Any, quantiles: Any) -> np.ndarray:
         """Calibrated quantiles (seconds), shape (hosts, levels): the model's ``quantiles``
         (same shape, at ``levels``) times each host's factors, then made non-decreasing."""
-        idx = self._rows(host_indices)
+        idx = self.rows(host_indices)
         q = self._quantiles(quantiles, idx.size)
         return np.maximum.accumulate(q * np.exp(self._effective(idx)), axis=1)
 
@@ -104,7 +108,7 @@ class Calibrator:
         quantiles for it, shape (launches, levels), reported against the state before the
         call. Returns the misses (realised above the reported quantile), (launches, levels).
         """
-        idx = self._rows(host_indices)
+        idx = self.rows(host_indices)
         q = self._quantiles(quantiles, idx.size)
         actual = np.broadcast_to(np.asarray(realised, dtype=float), idx.shape)
         if not (np.isfinite(actual).all() and (actual > 0).all()):
@@ -126,7 +130,7 @@ class Calibrator:
         longer than the reported quantile, before it finishes: recording it then, rather
         than at completion, keeps the feedback from lagging behind a burst of load.
         """
-        idx = self._rows(host_indices)
+        idx = self.rows(host_indices)
         shape = (idx.size, self.levels.size)
         try:
             miss = np.broadcast_to(np.asarray(missed, dtype=bool), shape)
@@ -155,42 +159,9 @@ class Calibrator:
     def coverage(self, host_indices: Any) -> np.ndarray:
         """(hosts, levels) fraction of scored launches within the reported quantile (NaN:
         none scored)."""
-        idx = self._rows(host_indices)
+        idx = self.rows(host_indices)
         n = self.scored[idx].astype(float)
         return np.divide(self.covered[idx], n, out=np.full(n.shape, np.nan), where=n > 0)
-
-    def to_state(self) -> dict[str, Any]:
-        """Arrays by name plus the settings, for :meth:`from_state`."""
-        state: dict[str, Any] = {name: getattr(self, name).copy() for name in _STATE_FIELDS}
-        state["settings"] = {"levels": list(self.settings.levels), "step": self.settings.step,
-                             "prior_launches": self.settings.prior_launches}
-        return state
-
-    @classmethod
-    def from_state(cls, state: dict[str, Any]) -> Calibrator:
-        try:
-            raw = dict(state["settings"])
-            raw["levels"] = tuple(raw["levels"])
-            calibrator = cls(len(state["scored"]), ConformalSettings(**raw))
-            for name in _STATE_FIELDS:
-                value = np.asarray(state[name], dtype=getattr(calibrator, name).dtype)
-                if value.shape != getattr(calibrator, name).shape:
-                    raise ValueError(f"{name} has shape {value.shape}")
-                setattr(calibrator, name, value.copy())
-        except (KeyError, TypeError, ValueError) as exc:
-            raise InvalidArgumentError(f"not a calibrator state: {exc}", field="state",
-                                       value=None) from None
-        return calibrator
-
-    def grow(self, hosts: int) -> None:
-        """Add empty rows so there are ``hosts`` rows."""
-        extra = hosts - self.hosts
-        if extra > 0:
-            self.theta = np.vstack([self.theta, np.zeros((extra, self.levels.size))])
-            self.scored = np.vstack([self.scored, np.zeros((extra, self.levels.size),
-                                                           np.int64)])
-            self.covered = np.vstack([self.covered, np.zeros((extra, self.levels.size),
-                                                             np.int64)])
 
     # -- private ------------------------------------------------------------------------------
 
@@ -201,17 +172,6 @@ class Calibrator:
         if k == 0:
             return own
         return (n * own + k * self.pool_theta) / (n + k)
-
-    def _rows(self, host_indices: Any) -> np.ndarray:
-        idx = np.atleast_1d(np.asarray(host_indices))
-        if idx.size == 0:
-            return idx.astype(np.int64)
-        if idx.ndim != 1 or not np.issubdtype(idx.dtype, np.integer) or (idx < 0).any() or (
-                idx >= self.hosts).any():
-            raise InvalidArgumentError(f"host indices must be whole numbers in [0, "
-                                       f"{self.hosts}), got {host_indices!r}",
-                                       field="host_indices", value=None)
-        return idx.astype(np.int64)
 
     def _quantiles(self, quantiles: Any, rows: int) -> np.ndarray:
         q = np.asarray(quantiles, dtype=float)

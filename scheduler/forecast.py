@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 
 from scheduler.errors import InvalidArgumentError
+from scheduler.row_state import RowState, check_hosts
 
 FORECASTERS = ("day_average", "last_hour", "hour_of_day", "hour_of_week", "kalman", "tendency")
 WINDOW_CLASSES_BINS = (1, 2, 4, 8, 16, 32, 64)
@@ -112,15 +113,16 @@ class WindowForecast:
                                 for f, name in enumerate(FORECASTERS)}}
 
 
-class ForecastBank:
+class ForecastBank(RowState):
     """Forecaster state for ``hosts`` rows; all state is numpy arrays (see :meth:`to_state`)."""
 
+    FIELDS = _STATE_FIELDS
+    ROW_FIELDS = _STATE_FIELDS
+    SETTINGS = ForecastSettings
+
     def __init__(self, hosts: int, settings: ForecastSettings | None = None) -> None:
-        if isinstance(hosts, bool) or not isinstance(hosts, (int, np.integer)) or hosts < 0:
-            raise InvalidArgumentError(f"hosts must be a whole number >= 0, got {hosts!r}",
-                                       field="hosts", value=hosts)
         self.settings = settings or ForecastSettings()
-        n, h = int(hosts), self.settings.history_bins
+        n, h = check_hosts(hosts), self.settings.history_bins
         classes, forecasters = len(WINDOW_CLASSES_BINS), len(FORECASTERS)
         nan = np.full(n, np.nan)
         self.next_bin = np.full(n, -1, dtype=np.int64)
@@ -136,39 +138,6 @@ class ForecastBank:
         self.error_weight = np.zeros((n, classes, forecasters))
         self.scored = np.zeros((n, classes), dtype=np.int64)
 
-    @property
-    def hosts(self) -> int:
-        return int(self.next_bin.size)
-
-    def to_state(self) -> dict[str, Any]:
-        """Every array by name plus the settings: what :meth:`from_state` rebuilds from."""
-        state: dict[str, Any] = {name: getattr(self, name).copy() for name in _STATE_FIELDS}
-        state["settings"] = dict(self.settings.__dict__)
-        return state
-
-    @classmethod
-    def from_state(cls, state: dict[str, Any]) -> ForecastBank:
-        """A bank from :meth:`to_state`'s dict (arrays or nested lists)."""
-        try:
-            bank = cls(len(state["next_bin"]), ForecastSettings(**state["settings"]))
-            for name in _STATE_FIELDS:
-                value = np.asarray(state[name], dtype=getattr(bank, name).dtype)
-                if value.shape != getattr(bank, name).shape:
-                    raise ValueError(f"{name} has shape {value.shape}")
-                setattr(bank, name, value.copy())
-        except (KeyError, TypeError, ValueError) as exc:
-            raise InvalidArgumentError(f"not a forecast bank state: {exc}", field="state",
-                                       value=None) from None
-        return bank
-
-    def grow(self, hosts: int) -> None:
-        """Add rows (new hosts, empty) so the bank has ``hosts`` rows."""
-        extra = ForecastBank(hosts - self.hosts, self.settings) if hosts > self.hosts else None
-        if extra is None:
-            return
-        for name in _STATE_FIELDS:
-            setattr(self, name, np.concatenate([getattr(self, name), getattr(extra, name)]))
-
     def bin_of(self, epoch_seconds: Any) -> np.ndarray:
         """The bin index holding each time (epoch seconds)."""
         shifted = np.asarray(epoch_seconds, dtype=float) + self.settings.utc_offset_seconds
@@ -179,7 +148,7 @@ class ForecastBank:
 
         A bin index must not precede the host's next bin; skipped bins count as empty.
         """
-        idx = self._rows(host_indices)
+        idx = self.rows(host_indices)
         bins = np.broadcast_to(np.asarray(bin_indices, dtype=np.int64), idx.shape)
         y = np.broadcast_to(np.asarray(values, dtype=float), idx.shape)
         if np.unique(idx).size != idx.size:
@@ -209,7 +178,7 @@ class ForecastBank:
         Uses the bins completed so far; a launch past the next bin is allowed (profiles follow
         its hour). Rows without any data give NaN and the default forecaster.
         """
-        idx = self._rows(host_indices)
+        idx = self.rows(host_indices)
         if not (isinstance(duration_seconds, (int, float)) and 0 < duration_seconds < math.inf):
             raise InvalidArgumentError(f"duration_seconds must be positive and finite, got "
                                        f"{duration_seconds!r}", field="duration_seconds",
@@ -241,18 +210,9 @@ class ForecastBank:
 
     def recent_errors(self, host_indices: Any) -> np.ndarray:
         """(hosts, classes, forecasters) recent mean absolute errors (NaN: never scored)."""
-        return self._recent_errors(self._rows(host_indices))
+        return self._recent_errors(self.rows(host_indices))
 
     # -- private ------------------------------------------------------------------------------
-
-    def _rows(self, host_indices: Any) -> np.ndarray:
-        idx = np.atleast_1d(np.asarray(host_indices))
-        if idx.ndim != 1 or not np.issubdtype(idx.dtype, np.integer) or (idx < 0).any() or (
-                idx >= self.hosts).any():
-            raise InvalidArgumentError(f"host indices must be whole numbers in [0, "
-                                       f"{self.hosts}), got {host_indices!r}",
-                                       field="host_indices", value=None)
-        return idx.astype(np.int64)
 
     def _recent_errors(self, idx: np.ndarray) -> np.ndarray:
         weight = self.error_weight[idx]
