@@ -29,6 +29,7 @@ COMMANDS = {
     "demo": "ghs.cli.demo:demo",
     "worker": "ghs.cli.adapters:worker",
     "condor-attrs": "ghs.cli.adapters:condor_attrs",
+    "backtest": "ghs.cli.backtest:backtest",
 }
 
 

@@ -1,0 +1,73 @@
+"""The back-test for a person: a summary table and a PNG (reliability diagram, error by
+task length)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from ghs.backtest.engine import LEVELS, NOMINAL
+from ghs.durations import format_duration
+from ghs.errors import GhsError
+
+
+def show_backtest(console: Console, result: dict[str, Any]) -> None:
+    table = Table(title=f"Back-test ({result['mode']} tasks, {len(result['stations'])} "
+                        f"stations; default predictor: {result['default_predictor']})",
+                  title_justify="left")
+    for column in ("predictor", "work", "launches", "mean |err|", "median |err|",
+                   "p50/p90/p95 coverage", "p90/p50"):
+        table.add_column(column, justify="left" if column == "predictor" else "right")
+    for row in result["summary"]:
+        coverage = row["coverage"]
+        table.add_row(row["predictor"], format_duration(row["work"]), str(row["launches"]),
+                      f"{100 * row['mean_abs_error']:.1f}%",
+                      f"{100 * row['median_abs_error']:.1f}%",
+                      "-" if coverage is None else "/".join(
+                          f"{100 * coverage[level]:.0f}%" for level in LEVELS),
+                      "-" if row["median_p90_over_p50"] is None
+                      else f"{row['median_p90_over_p50']:.2f}")
+    console.print(table)
+
+
+def plot_backtest(result: dict[str, Any], path: str) -> str:
+    """Observed against nominal coverage per predictor, and mean |error| against task length."""
+    try:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+    except ImportError:
+        raise GhsError("--plot needs matplotlib: pip install 'ghs[plot]'",
+                       field="plot", value=path) from None
+    figure = Figure(figsize=(11, 4.5))
+    FigureCanvasAgg(figure)
+    reliability, errors = figure.add_subplot(1, 2, 1), figure.add_subplot(1, 2, 2)
+    reliability.plot([0, 1], [0, 1], color="grey", linewidth=0.8, label="nominal")
+    predictors: dict[str, list[dict[str, Any]]] = {}
+    for row in result["summary"]:
+        predictors.setdefault(row["predictor"], []).append(row)
+    for index, (name, rows) in enumerate(predictors.items()):
+        colour = f"C{index}"
+        covered = [r for r in rows if r["coverage"] is not None]
+        if covered:
+            total = sum(r["launches"] for r in covered)
+            observed = [sum(r["coverage"][level] * r["launches"] for r in covered) / total
+                        for level in LEVELS]
+            reliability.plot(NOMINAL, observed, "o-", color=colour, label=name)
+        errors.plot([r["work"] / 3600.0 for r in rows], [r["mean_abs_error"] for r in rows],
+                    "o-", color=colour, label=name)
+    reliability.set_xlim(0.4, 1.0)
+    reliability.set_ylim(0.0, 1.02)
+    reliability.set_xlabel("nominal level")
+    reliability.set_ylabel("fraction finished by the predicted quantile")
+    reliability.set_title("reliability")
+    reliability.legend(fontsize="small")
+    errors.set_xscale("log")
+    errors.set_xlabel("task length (dedicated hours)")
+    errors.set_ylabel("mean |predicted mean - realised| / realised")
+    errors.set_title("error against task length")
+    errors.legend(fontsize="small")
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    return path

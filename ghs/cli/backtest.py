@@ -1,0 +1,68 @@
+"""``ghs backtest``."""
+
+from __future__ import annotations
+
+import click
+
+from ghs.cli.common import DURATION, config_from, console, emit_json, fail, json_option
+
+
+@click.command()
+@click.option("--manager", "endpoint", default=None,
+              help="Back-test over the history a manager holds (not yet available).")
+@click.option("--host", "hosts", multiple=True, help="With --manager: only these hosts.")
+@click.option("--trace", "traces", multiple=True, type=click.Path(dir_okay=False),
+              help="A single-core workstation log (CSV arrival_seconds,cpu_seconds[,user"
+                   "[,command]], or SWF cut with --stations); repeatable.")
+@click.option("--work", "works", multiple=True, type=DURATION, required=True,
+              help="Task length in dedicated seconds (90, 30m, 8h); repeatable.")
+@click.option("--launch-every", type=DURATION, default=3 * 3600.0,
+              help="Time between launches on the log's clock (whole hours; default 3h).")
+@click.option("--start", type=DURATION, default=48 * 3600.0,
+              help="First launch on the log's clock (whole hours; default 48h).")
+@click.option("--end", type=DURATION, default=None,
+              help="Cut the logs at this log time (default: their own ends).")
+@click.option("--parallel", is_flag=True,
+              help="One task of each length split over all stations (else one per station).")
+@click.option("--stations", type=click.IntRange(min=1), default=1,
+              help="Cut each SWF log into N workstations.")
+@click.option("--utilisation", type=click.FloatRange(0.0, 1.0, min_open=True, max_open=True),
+              default=0.3, help="Offered load of each workstation cut from an SWF log.")
+@click.option("--seed", type=int, default=1, help="Seed of the sampler's random times.")
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None,
+              help="Write a PNG: reliability diagram and error against task length.")
+@json_option
+@click.pass_context
+def backtest(ctx, endpoint, hosts, traces, works, launch_every, start, end, parallel,
+             stations, utilisation, seed, plot_path, as_json):
+    """Score the predictors at past launches of replayed workstations (coverage, error)."""
+    if bool(endpoint) == bool(traces):
+        raise click.UsageError("give --manager EP or --trace FILE, not both")
+    if hosts and not endpoint:
+        raise click.UsageError("--host goes with --manager")
+    if endpoint:
+        fail("ghs backtest --manager is not yet available; replay the logs with --trace")
+    from ghs.agent.replay import read_stations
+    from ghs.backtest import BacktestSettings, run_backtest
+    from ghs.backtest.view import plot_backtest, show_backtest
+
+    config = config_from(ctx)
+    found, keys = [], []
+    for path in traces:
+        cut = read_stations([path], stations=stations, utilisation=utilisation)
+        found.extend(cut)
+        keys.extend([path] if len(cut) == 1 else [f"{path}#{k}" for k in range(len(cut))])
+    if len(set(keys)) != len(keys):
+        raise click.UsageError("each --trace file may be given once")
+    settings = BacktestSettings(start_seconds=start, every_seconds=launch_every,
+                                parallel=parallel, sensor=config.sensor, seed=seed,
+                                end_seconds=end)
+    result = run_backtest(found, keys, list(works), settings)
+    if plot_path:
+        plot_backtest(result, plot_path)
+    if as_json:
+        emit_json(result)
+    else:
+        show_backtest(console(), result)
+        if plot_path:
+            click.echo(f"plot written to {plot_path}")

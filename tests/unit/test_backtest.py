@@ -1,0 +1,140 @@
+"""The back-test engine: its JSON contract, realised times from an independent walk of the
+log, and no launch seeing anything after it."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from ghs.agent.replay import Station
+from ghs.backtest import DEFAULT_PREDICTOR, PREDICTORS, BacktestSettings, run_backtest
+from ghs.cli import main
+from ghs.config import SensorConfig
+
+HOUR = 3600.0
+LEVELS = ("p50", "p90", "p95")
+# few measurements per hour keep the real sampler quick; it is the same code as the agent's
+LIGHT = SensorConfig(max_per_hour=4)
+
+
+def _rows(seed, days, rate_per_hour=4.0, mean_seconds=400.0):
+    rng = np.random.default_rng(seed)
+    t, rows = 0.0, []
+    while t < days * 86400:
+        t += rng.exponential(HOUR / rate_per_hour)
+        rows.append((round(t, 3), round(float(rng.lognormal(math.log(mean_seconds), 1.0)), 3),
+                     f"u{rng.integers(2)}", f"c{rng.integers(2)}"))
+    return rows
+
+
+def _write_csv(path, rows):
+    path.write_text("arrival_seconds,cpu_seconds,user,command\n"
+                    + "".join(f"{a},{c},{u},{x}\n" for a, c, u, x in rows))
+    return str(path)
+
+
+def _walk(rows, dedicated_seconds, launch_seconds):
+    """Completion of a lowest-priority task: one core, local jobs FCFS and served first, so
+    the task gets exactly the idle time after its launch."""
+    free, need, now = -math.inf, dedicated_seconds, launch_seconds
+    for arrival, cpu, *_ in rows:
+        start = max(arrival, free)
+        free = start + cpu
+        if free <= now:
+            continue
+        if start > now:
+            if start - now >= need:
+                return now + need - launch_seconds
+            need -= start - now
+        now = max(now, free)
+    return now + need - launch_seconds
+
+
+@pytest.mark.slow
+def test_cli_json_contract_and_realised_times_from_an_independent_walk(tmp_path):
+    rows = {name: _rows(seed, 3.5) for name, seed in (("a", 1), ("b", 2))}
+    paths = {name: _write_csv(tmp_path / f"{name}.csv", r) for name, r in rows.items()}
+    config = tmp_path / "ghs.toml"
+    config.write_text("[sensor]\nmax_per_hour = 4\n")
+    base = ["--config", str(config), "backtest", "--trace", paths["a"], "--trace", paths["b"],
+            "--work", "1h", "--work", "3h", "--start", "24h", "--launch-every", "6h", "--json"]
+    for extra in ([], ["--parallel"]):
+        result = CliRunner().invoke(main, base + extra)
+        assert result.exit_code == 0, result.output
+        body = json.loads(result.output)
+        assert body["default_predictor"] == DEFAULT_PREDICTOR
+        assert {r["predictor"] for r in body["launches"]} == set(PREDICTORS)
+        for record in body["launches"]:
+            assert set(record) == {"predictor", "launch_seconds", "work", "shares",
+                                   "realised_seconds", "mean", "quantiles"}
+            assert record["launch_seconds"] >= 24 * HOUR
+            assert record["launch_seconds"] % (6 * HOUR) == 0
+            assert sum(record["shares"].values()) == pytest.approx(record["work"])
+            assert set(record["shares"]) <= set(paths.values())
+            walked = max(_walk(rows[name], record["shares"][path], record["launch_seconds"])
+                         for name, path in paths.items()
+                         if record["shares"].get(path, 0.0) > 0)
+            assert record["realised_seconds"] == pytest.approx(walked, rel=1e-9, abs=1e-6)
+            if record["predictor"] == "naive":
+                assert record["quantiles"] is None
+            else:
+                q = record["quantiles"]
+                assert 0 < q["p50"] <= q["p90"] <= q["p95"]
+        if extra:
+            assert all(len(r["shares"]) == 2 for r in body["launches"])
+        else:
+            assert all(len(r["shares"]) == 1 for r in body["launches"])
+        # one record per (launch, station, work) and predictor
+        keys = [(r["predictor"], r["launch_seconds"], r["work"], tuple(sorted(r["shares"])))
+                for r in body["launches"]]
+        assert len(keys) == len(set(keys))
+        for row in body["summary"]:
+            chosen = [r for r in body["launches"] if r["predictor"] == row["predictor"]
+                      and r["work"] == row["work"]]
+            assert row["launches"] == len(chosen) > 0
+            assert row["mode"] == ("parallel" if extra else "single")
+            errors = [abs(r["mean"] - r["realised_seconds"]) / r["realised_seconds"]
+                      for r in chosen]
+            assert row["mean_abs_error"] == pytest.approx(np.mean(errors))
+            assert row["median_abs_error"] == pytest.approx(np.median(errors))
+            if row["predictor"] != "naive":
+                for level in LEVELS:
+                    assert row["coverage"][level] == pytest.approx(np.mean(
+                        [r["realised_seconds"] <= r["quantiles"][level] for r in chosen]))
+
+
+def test_a_launch_never_uses_what_came_after_it():
+    rows = _rows(3, 3.0, rate_per_hour=2.0, mean_seconds=300.0)
+    cut = 40 * HOUR
+    poisoned = [r for r in rows if r[0] <= cut] + [
+        (cut + k * 600.0 + 1.0, 480.0, "intruder", "burn") for k in range(200)]
+    settings = BacktestSettings(start_seconds=12 * HOUR, every_seconds=4 * HOUR, sensor=LIGHT)
+    clean = run_backtest([Station("s", tuple(rows))], ["s.csv"], [HOUR], settings)
+    dirty = run_backtest([Station("s", tuple(poisoned))], ["s.csv"], [HOUR], settings)
+
+    def predictions(body):
+        return {(r["predictor"], r["launch_seconds"]): (r["mean"], r["quantiles"])
+                for r in body["launches"] if r["launch_seconds"] <= cut}
+
+    before, after = predictions(clean), predictions(dirty)
+    common = set(before) & set(after)
+    assert {launch for _, launch in common} >= {12 * HOUR, 24 * HOUR, 36 * HOUR}
+    assert {name for name, _ in common} == set(PREDICTORS)
+    for key in common:
+        assert before[key] == after[key], key
+    # and the poison is real: later launches see it
+    late = [r for r in dirty["launches"] if r["launch_seconds"] > cut + HOUR]
+    assert late and max(r["realised_seconds"] for r in late) > 2 * HOUR
+
+
+def test_bad_requests_are_one_line_errors(tmp_path):
+    path = _write_csv(tmp_path / "a.csv", _rows(1, 1.0))
+    for args, words in ((["--trace", path, "--work", "1h", "--start", "90m"], "whole number"),
+                        (["--manager", "tcp://127.0.0.1:1", "--work", "1h"], "not yet"),
+                        (["--work", "1h"], "--trace"),
+                        (["--trace", path, "--work", "1h", "--start", "30d"], "no launch")):
+        result = CliRunner().invoke(main, ["backtest", *args])
+        assert result.exit_code == 2, result.output
+        assert words in result.output and "Traceback" not in result.output
