@@ -77,12 +77,19 @@ class StationWorld:
                                  max_keys=settings.template_max_keys)
         self.running: dict[str, Any] | None = None
         self.capacity: list[tuple[float, float]] = []
-        self.streams = simulated_streams(station.name, self.host, settings, self.clock,
-                                         self._receive)
+        # this world is the streams' outbox: records arrive here as the manager would take them
+        self.streams = simulated_streams(station.name, self.host, settings, self.clock, self)
         self.streams.start()
 
-    def _receive(self, host_id: str, fields: dict[str, Any], stream: str = "measurements"
-                 ) -> None:
+    def add(self, host_id: str, fields: dict[str, Any]) -> int:
+        return 0  # measurements reach the world through the sampler's own callback
+
+    def add_many(self, host_id: str, records: list[tuple[str, dict[str, Any]]]) -> list[int]:
+        for stream, fields in records:
+            self._receive(stream, fields)
+        return [0] * len(records)
+
+    def _receive(self, stream: str, fields: dict[str, Any]) -> None:
         # what the manager does with each stream's records (ghs.manager.streams)
         if stream == "running":
             self.running = fields
