@@ -66,6 +66,8 @@ class MeasuringHost:
     closers: list[Callable[[], None]]
     streams: HostStreams | None = None
     tau: TauHolder | None = None
+    accounting_source: str = "simulated"
+    """Where finished jobs are read: own, shared or none for this machine (see sensors)."""
 
     def tasks(self) -> list[tuple[str, Callable[[threading.Event], None]]]:
         """(name, loop) pairs, each run on its own thread until the event is set."""
@@ -165,7 +167,8 @@ def local_host(settings: SensorConfig, *, host_id: str | None, store_path: str |
 
     streams = _streams(name, settings, clock, sink, capacity=capacity,
                        running=sensor.running_sampler, feeder=feeder)
-    return MeasuringHost(identity, sampler, [store.close, sensor.close], streams, holder)
+    return MeasuringHost(identity, sampler, [store.close, sensor.close], streams, holder,
+                         accounting_source=sensor.session.source)
 
 
 @dataclass(frozen=True)

@@ -156,7 +156,7 @@ def _child(duration_seconds: float, accounting: str, state_dir: str) -> None:
             "capacity_interval_seconds": settings.capacity_interval_seconds,
             "measurements": counts["measurements"],
             "maxrss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
-            "accounting": accounting,
+            "accounting": host.accounting_source,
             "interval_seconds": settings.interval_seconds,
             "max_per_hour": settings.max_per_hour,
         }), flush=True)
