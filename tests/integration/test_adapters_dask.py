@@ -173,7 +173,8 @@ def test_adapter_beats_an_even_split_on_a_loaded_worker(dask_cluster, burner, tm
     print(f"makespan: adapter {ours_seconds:.2f} s, even split {even_seconds:.2f} s, "
           f"measured s/item {measured}, "
           f"plan {units}, events {[(e.kind, e.host) for e in run.events]}")
-    assert units["ws1"] > units["ws2"] > 0
+    # the loaded host gets fewer items, or none when its backlog outlasts the other's finish
+    assert units["ws1"] > units.get("ws2", 0)
     assert ours_seconds < even_seconds
 
 
