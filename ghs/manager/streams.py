@@ -46,18 +46,20 @@ class Retention:
 _TABLES = {
     "host_keys": "CREATE TABLE IF NOT EXISTS host_keys (host_key INTEGER PRIMARY KEY, "
                  "host_id TEXT NOT NULL UNIQUE)",
+    # keyed by time for range reads and by seq so that two records are never one: a
+    # restarted simulated agent can replay the same stretch of virtual time
     "capacity": "CREATE TABLE IF NOT EXISTS capacity (host_key INTEGER NOT NULL, "
-                "end_ms INTEGER NOT NULL, interval_ms INTEGER NOT NULL, "
+                "end_ms INTEGER NOT NULL, seq INTEGER NOT NULL, interval_ms INTEGER NOT NULL, "
                 "available_ms INTEGER NOT NULL, per_core BLOB, "
-                "PRIMARY KEY (host_key, end_ms)) WITHOUT ROWID",
+                "PRIMARY KEY (host_key, end_ms, seq)) WITHOUT ROWID",
     "capacity_hourly": "CREATE TABLE IF NOT EXISTS capacity_hourly (host_key INTEGER NOT NULL, "
                        "hour INTEGER NOT NULL, covered_ms INTEGER NOT NULL, "
                        "available_ms INTEGER NOT NULL, per_core TEXT, "
                        "PRIMARY KEY (host_key, hour)) WITHOUT ROWID",
     "running": "CREATE TABLE IF NOT EXISTS running (host_key INTEGER NOT NULL, "
-               "epoch_ms INTEGER NOT NULL, run_queue_length INTEGER NOT NULL, "
-               "jobs_omitted INTEGER NOT NULL, jobs TEXT NOT NULL, "
-               "PRIMARY KEY (host_key, epoch_ms)) WITHOUT ROWID",
+               "epoch_ms INTEGER NOT NULL, seq INTEGER NOT NULL, "
+               "run_queue_length INTEGER NOT NULL, jobs_omitted INTEGER NOT NULL, "
+               "jobs TEXT NOT NULL, PRIMARY KEY (host_key, epoch_ms, seq)) WITHOUT ROWID",
     "templates": "CREATE TABLE IF NOT EXISTS templates (host_key INTEGER NOT NULL, "
                  "scope TEXT NOT NULL, user TEXT NOT NULL, command TEXT NOT NULL, "
                  "as_of REAL NOT NULL, count REAL NOT NULL, cpu_seconds_sum REAL NOT NULL, "
@@ -136,7 +138,7 @@ class StreamTables:
         rows = []
         for record in records:
             interval = record["end_epoch_seconds"] - record["start_epoch_seconds"]
-            rows.append((key, _ms(record["end_epoch_seconds"]), _ms(interval),
+            rows.append((key, _ms(record["end_epoch_seconds"]), record["seq"], _ms(interval),
                          _ms(record["available_cpu_seconds"]),
                          pack_per_core(record["per_core_available_cpu_seconds"], interval)))
         # an hour older than the retention already lost its full-resolution rows: a late
@@ -144,16 +146,16 @@ class StreamTables:
         pruned_before = (self._latest_ms("capacity", "end_ms", key)
                          - int(self.retention.capacity_days * _DAY_MS))
         late = [row for row in rows if row[1] <= pruned_before and self.db.execute(
-            "SELECT 1 FROM capacity WHERE host_key = ? AND end_ms = ?", row[:2]).fetchone()
-            is None]
+            "SELECT 1 FROM capacity WHERE host_key = ? AND end_ms = ? AND seq = ?", row[:3]
+        ).fetchone() is None]
         new = self.db.conn.executemany(
-            "INSERT OR IGNORE INTO capacity (host_key, end_ms, interval_ms, available_ms, "
-            "per_core) VALUES (?, ?, ?, ?, ?)", rows).rowcount
+            "INSERT OR IGNORE INTO capacity (host_key, end_ms, seq, interval_ms, available_ms, "
+            "per_core) VALUES (?, ?, ?, ?, ?, ?)", rows).rowcount
         for hour in sorted({(row[1] - 1) // _HOUR_MS for row in rows}):
             if (hour + 1) * _HOUR_MS > pruned_before:
                 self._rebuild_hour(key, hour)
         for row in late:
-            self._add_to_hour(key, (row[1] - 1) // _HOUR_MS, [row[2:]])
+            self._add_to_hour(key, (row[1] - 1) // _HOUR_MS, [row[3:]])
         self._prune_capacity(key, self._latest_ms("capacity", "end_ms", key))
         return new
 
@@ -201,9 +203,10 @@ class StreamTables:
 
     def _add_running(self, key: int, records: Sequence[Mapping[str, Any]]) -> int:
         new = self.db.conn.executemany(
-            "INSERT OR IGNORE INTO running (host_key, epoch_ms, run_queue_length, "
-            "jobs_omitted, jobs) VALUES (?, ?, ?, ?, ?)",
-            [(key, _ms(r["epoch_seconds"]), r["run_queue_length"], r.get("jobs_omitted", 0),
+            "INSERT OR IGNORE INTO running (host_key, epoch_ms, seq, run_queue_length, "
+            "jobs_omitted, jobs) VALUES (?, ?, ?, ?, ?, ?)",
+            [(key, _ms(r["epoch_seconds"]), r["seq"], r["run_queue_length"],
+              r.get("jobs_omitted", 0),
               json.dumps(list(r["jobs"]), separators=(",", ":"))) for r in records]).rowcount
         latest = self._latest_ms("running", "epoch_ms", key)
         # the last hour in full, then the first snapshot of each hour (for back-tests)

@@ -101,3 +101,15 @@ def test_template_increments_merge_once_with_decay():
     assert merged["count"] == pytest.approx(4.0 * 0.5 + 1.0)
     assert dict(map(tuple, merged["bins"])) == pytest.approx({5: 2.0, 7: 1.0})
     assert merged["as_of_epoch_seconds"] == 4600.0
+
+
+def test_two_records_ending_at_the_same_moment_are_two_records():
+    """A restarted simulated agent replays the same stretch of virtual time: its records may
+    end at the very millisecond an earlier run's did, and must still be kept."""
+    store = ManagerStore(None)
+    streams = store.streams
+    first, second = capacity(0, 1e9 + 60.0), capacity(7, 1e9 + 60.0, per_core=(10.0, 5.0))
+    assert streams.add("a", "capacity", [first]) == 1
+    assert streams.add("a", "capacity", [second, first]) == 1  # the resend is still ignored
+    assert sorted(r["available_cpu_seconds"] for r in streams.capacity("a")) == [15.0, 45.0]
+    assert streams.add("a", "running", [running(0, 1e9), running(3, 1e9, jobs=2)]) == 2
