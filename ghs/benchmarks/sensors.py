@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -114,6 +113,17 @@ def sensor_overhead(duration_seconds: float, *, accounting: str = "on",
     }
 
 
+def _peak_rss_kib() -> int:
+    """This process's own peak resident set (VmHWM). Not getrusage's ru_maxrss: Linux carries
+    that across execve, so a child started by a large process (a test run) reports its
+    parent's peak."""
+    with open("/proc/self/status", encoding="ascii") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    return 0
+
+
 def _cpu_seconds(process: Any) -> float:
     times = process.cpu_times()
     return times.user + times.system
@@ -155,7 +165,7 @@ def _child(duration_seconds: float, accounting: str, state_dir: str) -> None:
             "template_jobs": 0 if feeder is None else feeder.records_read,
             "capacity_interval_seconds": settings.capacity_interval_seconds,
             "measurements": counts["measurements"],
-            "maxrss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+            "maxrss_kib": _peak_rss_kib(),
             "accounting": host.accounting_source,
             "interval_seconds": settings.interval_seconds,
             "max_per_hour": settings.max_per_hour,

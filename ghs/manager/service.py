@@ -213,9 +213,8 @@ class Manager:
             elif isinstance(message, (StatusRequest, PredictRequest, ScheduleRequest,
                                       HistoryRequest)):
                 self._enqueue(socket, incoming.routing, message)
-            elif isinstance(message, RecordBatch):
-                self._reply(socket, incoming.routing, self._store_records(message), version)
-            elif isinstance(message, (MeasurementBatch, Hello, Heartbeat)):
+            elif isinstance(message, (MeasurementBatch, Hello, Heartbeat, RecordBatch)):
+                # in arrival order, after this turn's hellos are committed
                 self._due.append((socket, incoming.routing, message))
         except Exception as exc:  # never let one message take the manager down
             LOG.exception("internal error handling %s", message.TYPE)
@@ -230,6 +229,24 @@ class Manager:
         if not self._due:
             return
         due, self._due = self._due, []
+        records = [item for item in due if isinstance(item[2], RecordBatch)]
+        due = [item for item in due if not isinstance(item[2], RecordBatch)]
+        self._commit_reports(due)
+        # the record streams after the hellos they may follow (one transaction a batch)
+        for socket, routing, message in records:
+            try:
+                reply = self._store_records(message)
+            except Exception as exc:  # nothing committed: the agent resends
+                LOG.exception("cannot store %s records of %s", message.stream,
+                              message.host_id)
+                with self.counters.lock:
+                    self.counters.internal_errors += 1
+                reply = ErrorReply.from_exception(exc, request_id=message.request_id)
+            self._reply(socket, routing, reply, message.wire_version)
+
+    def _commit_reports(self, due: list[tuple[zmq.Socket, tuple, Any]]) -> None:
+        if not due:
+            return
         now = self.clock()
         hosts = [HostFacts(**HostIdentity.from_hello(m).__dict__, first_seen=now,
                            last_seen=now) for _, _, m in due if isinstance(m, Hello)]

@@ -164,9 +164,12 @@ def test_adapter_beats_an_even_split_on_a_loaded_worker(dask_cluster, burner, tm
                                                                   outdir=str(even_dir)))
     _check_once(even_dir, results)
     hosts_file = _host_file(tmp_path / "hosts.json", measured["ws1"], measured["ws2"])
+    # the burners share the CPU with the worker (same priority) rather than preempting it, so
+    # the host file's rho is a rate, with no queue of local work to wait behind: idle start
+    config = load_config(None, env={"GHS_SCHEDULER_START_STATE": "idle"})
     run = DivisibleRun(client, functools.partial(burn_item, outdir=str(ours_dir)), range(ITEMS),
                        work_per_item=ITEM_CPU_SECONDS, hosts_file=hosts_file, progress=False,
-                       config=load_config(None, env={}), method="optimal", check_seconds=0.1)
+                       config=config, method="optimal", check_seconds=0.1)
     ours_seconds, results = _timed(run)
     _check_once(ours_dir, results)
     units = run.plan.units(ITEMS)
