@@ -15,12 +15,14 @@ Needs the ``dask`` extra (``pip install ghs[dask]``).
 
 from __future__ import annotations
 
+import asyncio
 import math
 import queue
 import time
 import uuid
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import CancelledError
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,6 +40,8 @@ from ghs.config import Config, load_config
 from scheduler import Plan
 
 # times a single item may be lost with its worker before the run gives up on it
+RESULT_TIMEOUT_SECONDS = 30.0
+"""Longest wait for a finished item's result to reach the client."""
 MAX_ATTEMPTS = 4
 
 
@@ -251,7 +255,14 @@ class DivisibleRun:
         if future.status == "finished":
             if self._finished[index]:
                 raise AdapterError(f"item {index} finished twice", field="items", value=index)
-            self._results[index] = future.result()
+            try:
+                # a worker killed between finishing and handing over its result takes the
+                # result with it, and a future pinned to that worker never completes again
+                value = future.result(timeout=RESULT_TIMEOUT_SECONDS)
+            except (TimeoutError, asyncio.TimeoutError, CancelledError):
+                self._requeue(name, [index], "result lost with its worker")
+                return
+            self._results[index] = value
             self._finished[index] = True
             self._done_count += 1
             self.host_of_item[index] = name
