@@ -21,10 +21,9 @@ import subprocess
 import sys
 import threading
 import time
-import traceback
 
 import pytest
-from test_sensors_load_generator import generator, unused_uid
+from test_sensors_load_generator import start_generator, unused_uid
 
 from sensors.capacity import CapacityRecorder, ProcCapacitySource
 from sensors.clock import SystemClock
@@ -72,19 +71,7 @@ def test_capacity_equals_kernel_idle_plus_the_remote_spinner():
         pytest.skip("needs root: runs the owners' jobs as another user")
     uid = unused_uid()
     core = max(os.sched_getaffinity(0))
-    read_fd, write_fd = os.pipe()
-    owner = os.fork()
-    if owner == 0:  # pragma: no cover - the generator process
-        code = 1
-        try:
-            os.close(read_fd)
-            generator(uid, core, DURATION_SECONDS + 10.0, write_fd)
-            code = 0
-        except BaseException:
-            traceback.print_exc()
-        finally:
-            os._exit(code)
-    os.close(write_fd)
+    owner, read_fd = start_generator(uid, core, DURATION_SECONDS + 10.0)
     spinner = subprocess.Popen(
         [sys.executable, "-c", "while True: pass"],
         env={**os.environ, MARKER: "1"},

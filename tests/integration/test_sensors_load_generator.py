@@ -107,6 +107,24 @@ def generator(uid: int, core: int, duration_seconds: float, write_fd: int) -> No
         json.dump(done, out)
 
 
+def start_generator(uid: int, core: int, seconds: float) -> tuple[int, int]:
+    """Fork the generator for ``seconds``; (its pid, the read end of its report pipe)."""
+    read_fd, write_fd = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the generator process
+        code = 1
+        try:
+            os.close(read_fd)
+            generator(uid, core, seconds, write_fd)
+            code = 0
+        except BaseException:
+            traceback.print_exc()
+        finally:
+            os._exit(code)
+    os.close(write_fd)
+    return child, read_fd
+
+
 def fork_counter() -> int:
     with open("/proc/stat", encoding="ascii") as handle:
         return next(int(line.split()[1]) for line in handle if line.startswith("processes "))
@@ -117,19 +135,7 @@ def test_poisson_jobs_are_measured_with_accounting_and_with_the_fork_counter(tmp
         pytest.skip("needs root: runs jobs as another user and switches accounting on")
     uid = unused_uid()
     core = max(os.sched_getaffinity(0))
-    read_fd, write_fd = os.pipe()
-    child = os.fork()
-    if child == 0:  # pragma: no cover - the generator process
-        code = 1
-        try:
-            os.close(read_fd)
-            generator(uid, core, WARM_UP_SECONDS + MEASURE_SECONDS + 3.0, write_fd)
-            code = 0
-        except BaseException:
-            traceback.print_exc()
-        finally:
-            os._exit(code)
-    os.close(write_fd)
+    child, read_fd = start_generator(uid, core, WARM_UP_SECONDS + MEASURE_SECONDS + 3.0)
     try:
         try:
             session = AccountingSession("on", own_path=str(tmp_path / "pacct")).__enter__()
