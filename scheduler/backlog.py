@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from scipy import special
@@ -72,6 +72,7 @@ class Backlog:
     values: tuple[float, ...] = ()
     probabilities: tuple[float, ...] = ()
     third_moment: float | None = None
+    weight: float = 1.0
 
     @classmethod
     def idle(cls) -> Backlog:
@@ -127,6 +128,15 @@ class Backlog:
                                                    [third_moment_seconds3])[0])
         return cls("steady-state", "steady-state", third_moment=third_moment_seconds3)
 
+    def weighted(self, weight: float) -> Backlog:
+        """This backlog with every core's work scaled by ``weight`` in [0, 1] (how much of the
+        modelled backlog a host's record says to believe: scheduler.backlog_weight)."""
+        if isinstance(weight, bool) or not isinstance(weight, (int, float)) \
+                or not 0.0 <= weight <= 1.0:
+            raise InvalidArgumentError(f"weight must be in [0, 1], got {weight!r}",
+                                       field="weight", value=weight)
+        return replace(self, weight=float(weight))
+
     def to_dict(self) -> dict[str, object]:
         """Plain data (lists for tuples), e.g. for a client to rebuild the same prediction."""
         return {name: list(value) if isinstance(value, tuple) else value
@@ -135,6 +145,14 @@ class Backlog:
     @classmethod
     def from_dict(cls, data: Mapping[str, object]) -> Backlog:
         """The Backlog ``to_dict`` described (validated like the constructors)."""
+        weight = data.get("weight", 1.0)
+        made = cls._from_dict(data)
+        if weight == 1.0:
+            return made
+        return made.weighted(weight)  # type: ignore[arg-type]
+
+    @classmethod
+    def _from_dict(cls, data: Mapping[str, object]) -> Backlog:
         kind = data.get("kind")
         if kind == "idle":
             return cls.idle()
@@ -264,8 +282,12 @@ def build(hosts: Sequence[Host], items: Sequence[Backlog],
         mult[list(groups)] = 0.0
         for target, column in zip((mult, low, none, extra_mean, extra_var), values.T):
             target[rows, columns] = column
-    explicit = {int(k): (np.array(items[k].values), np.array(items[k].probabilities))
+    explicit = {int(k): (items[k].weight * np.array(items[k].values),
+                         np.array(items[k].probabilities))
                 for k in listed if items[k].kind == "discrete"}
+    weight = np.array([item.weight for item in items])[:, None]
+    if (weight != 1.0).any():
+        low, extra_mean, extra_var = low * weight, extra_mean * weight, extra_var * weight**2
     core_mean = np.sum(mult * (low + extra_mean), axis=1) / arrays.cores
     sources = np.array([item.source for item in items])
     return BacklogArrays(sources, core_mean, mult, low, none, extra_mean, extra_var, explicit)

@@ -41,18 +41,21 @@ from ghs.config import SensorConfig
 from ghs.experiments.partition import NAIVE_MAX_UTILISATION
 from scheduler import Calibrator, predict
 from scheduler.backlog import Backlog
+from scheduler.backlog_weight import BacklogWeights
 from scheduler.simulation import simulate_trace_many
 from scheduler.window_forecast import settle_duration
 from scheduler.workload import Trace
 
 LEVELS = ("p50", "p90", "p95")
 NOMINAL = (0.5, 0.9, 0.95)
-MODEL_VIEWS = {"paper": ("day", False), "state": ("day", True),
-               "forecast": ("forecast", False), "uncalibrated": ("forecast", True)}
+# view -> (load window, start: idle / the snapshot's backlog / it weighted by the record)
+MODEL_VIEWS = {"paper": ("day", "idle"), "state": ("day", "state"),
+               "forecast": ("forecast", "idle"), "uncalibrated": ("forecast", "state"),
+               "weighted": ("forecast", "weighted")}
 # calibrated predictor -> the model view whose quantiles it corrects
-CALIBRATED = {"calibrated": "uncalibrated", "calibrated-idle": "forecast"}
+CALIBRATED = {"calibrated": "weighted", "calibrated-idle": "forecast"}
 DEFAULT_PREDICTOR = "calibrated"
-PREDICTORS = ("paper", "naive", "state", "forecast", "uncalibrated", *CALIBRATED)
+PREDICTORS = ("paper", "naive", "state", "forecast", "uncalibrated", "weighted", *CALIBRATED)
 DIST = "lognormal"
 
 
@@ -156,12 +159,20 @@ class _Run:
                             for w in work}
         self.forecasts = Forecasts(len(stations))
         self.pending: list[_Pending] = []
+        self.weights = BacklogWeights(len(stations))
+        # (row, finished at, realised, candidate means) of launches that began with local work
+        self.weight_pending: list[tuple[int, float, float, np.ndarray]] = []
         self.records: list[dict[str, Any]] = []
 
     # -- calibration -----------------------------------------------------------------------
 
     def settle(self, at: float) -> None:
         """Feed the calibrators what became known by ``at`` (see the module doc)."""
+        done = [p for p in self.weight_pending if p[1] <= at]
+        if done:
+            self.weights.record([p[0] for p in done], [p[2] for p in done],
+                                np.array([p[3] for p in done]))
+            self.weight_pending = [p for p in self.weight_pending if p[1] > at]
         still = []
         for p in self.pending:
             elapsed = at - p.launch
@@ -198,6 +209,33 @@ class _Run:
             "quantiles": None if quantiles is None else dict(zip(LEVELS, map(float,
                                                                            quantiles)))})
 
+    def _start(self, start: str, row: int, backlog: Backlog) -> tuple[Backlog, bool]:
+        """(the start, whether the load forecast is of new arrivals only)."""
+        if start == "idle":
+            return Backlog.idle(), False
+        if start == "weighted" and backlog.job_means:
+            choice = self.weights.describe(int(self.weights.choose([row])[0]))
+            if choice["start"] == "carried":
+                return Backlog.idle(), False
+            return backlog.weighted(choice["weight"]), True
+        return backlog, True
+
+    def _score_weights(self, row: int, at: float, known: Any, share: float,
+                       backlog: Backlog, realised: float) -> None:
+        """Keep each start candidate's mean for this launch, scored once it has finished."""
+        if not backlog.job_means:
+            return
+        duration = max(realised, share)
+        arrivals = self.forecasts.hosts([row], [self.names[row]], [known],
+                                        known.epoch_seconds, duration, arrivals_only=True)
+        means = [predict(arrivals, share, DIST, backlog=[backlog.weighted(c)]).mean
+                 for c in self.weights.weights]
+        if self.weights.settings.carried:
+            carried = self.forecasts.hosts([row], [self.names[row]], [known],
+                                           known.epoch_seconds, duration)
+            means.append(predict(carried, share, DIST).mean)
+        self.weight_pending.append((row, at + realised, realised, np.array(means)))
+
     def single(self, at: float, views: list) -> None:
         realised_all = [simulate_trace_many(trace, self.work, np.full(self.work.size, at))
                         for trace in self.traces]
@@ -211,12 +249,15 @@ class _Run:
                     continue
                 shares = {self.keys[k]: float(w)}
                 self._record("naive", at, float(w), shares, realised, w / (1.0 - rho), None)
-                for name, (window, stateful) in MODEL_VIEWS.items():
-                    start = backlog if stateful else Backlog.idle()
+                for name, (window, start) in MODEL_VIEWS.items():
+                    begin, arrivals = self._start(start, k, backlog)
                     if window == "day":
-                        p = predict([day], w, DIST, backlog=[start])
+                        p = predict([day], w, DIST, backlog=[begin])
                     else:
-                        p = self._settled([k], [known], at, w, [start])
+                        p, _ = self._settled([k], [known], at, w, [begin],
+                                             arrivals_only=arrivals)
+                        if start == "weighted":
+                            self._score_weights(k, at, known, float(w), backlog, realised)
                     q = np.array([p.quantiles[level] for level in LEVELS])
                     self._record(name, at, float(w), shares, realised, p.mean, q)
                     for calibrated, view in CALIBRATED.items():
@@ -226,18 +267,21 @@ class _Run:
                                          reported)
 
     def _settled(self, rows: list[int], knowns: list, at: float, work: float,
-                 backlogs: list[Backlog], shares: np.ndarray | None = None):
+                 backlogs: list[Backlog], shares: np.ndarray | None = None,
+                 arrivals_only: bool | list[bool] = False):
         epoch = knowns[0].epoch_seconds
         names = [self.names[k] for k in rows]
         found: dict[str, Any] = {}
 
         def mean_for(duration: float) -> float:
-            hosts = self.forecasts.hosts(rows, names, knowns, epoch, duration)
+            hosts = self.forecasts.hosts(rows, names, knowns, epoch, duration,
+                                         arrivals_only=arrivals_only)
             found["p"] = predict(hosts, work, DIST, backlog=backlogs, shares=shares)
+            found["hosts"] = hosts
             return found["p"].mean
 
         settle_duration(mean_for, work)
-        return found["p"]
+        return found["p"], found["hosts"]
 
     def parallel(self, at: float, views: list) -> None:
         rows = list(range(len(views)))
@@ -249,30 +293,41 @@ class _Run:
             w = float(w)
             naive_shares = w * free / free.sum()
             self._parallel_record("naive", at, w, naive_shares, w / free.sum(), None)
-            for name, (window, stateful) in MODEL_VIEWS.items():
-                starts = backlogs if stateful else [Backlog.idle()] * len(rows)
+            for name, (window, start) in MODEL_VIEWS.items():
+                chosen = [self._start(start, k, b) for k, b in enumerate(backlogs)]
+                starts = [b for b, _ in chosen]
                 if window == "day":
                     p = predict(days, w, DIST, backlog=starts)
                 else:
-                    p = self._settled(rows, knowns, at, w, starts)
+                    p, _ = self._settled(rows, knowns, at, w, starts,
+                                         arrivals_only=[a for _, a in chosen])
                 q = np.array([p.quantiles[level] for level in LEVELS])
-                realised = self._parallel_record(name, at, w, np.asarray(p.shares), p.mean, q)
+                shares = np.asarray(p.shares)
+                realised, finish = self._parallel_record(name, at, w, shares, p.mean, q)
+                if realised is None:
+                    continue
+                if start == "weighted":
+                    for k in np.nonzero(shares > 0)[0]:
+                        self._score_weights(int(k), at, knowns[k], float(shares[k]),
+                                            backlogs[k], finish[k])
                 for calibrated, view in CALIBRATED.items():
-                    if view == name and realised is not None:
+                    if view == name:
                         reported = self._calibrate(calibrated, 0, w, at, realised, q)
-                        self._parallel_record(calibrated, at, w, np.asarray(p.shares), p.mean,
-                                              reported)
+                        self._parallel_record(calibrated, at, w, shares, p.mean, reported)
 
     def _parallel_record(self, predictor: str, at: float, work: float, shares: np.ndarray,
-                         mean: float, quantiles: np.ndarray | None) -> float | None:
+                         mean: float, quantiles: np.ndarray | None
+                         ) -> tuple[float | None, list[float]]:
+        """Record the launch if every share finishes inside its log: (realised seconds of the
+        slowest share, each share's seconds), or (None, ...) when one does not."""
         finish = [float(simulate_trace_many(trace, share, at)) if share > 0 else 0.0
                   for trace, share in zip(self.traces, shares)]
         if any(at + f > end for f, end, share in zip(finish, self.ends, shares) if share > 0):
-            return None
+            return None, finish
         realised = max(finish)
         self._record(predictor, at, work, {key: float(s) for key, s in zip(self.keys, shares)},
                      realised, mean, quantiles)
-        return realised
+        return realised, finish
 
 
 def summarise(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:

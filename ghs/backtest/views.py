@@ -110,13 +110,22 @@ class Forecasts:
         self._next_bin = max(stop, start)
 
     def hosts(self, stations: list[int], names: list[str], knowns: list[Known],
-              launch_epoch: float, duration_seconds: float) -> list[Host]:
-        """The forecast view of ``stations`` for a run of ``duration_seconds`` from launch."""
+              launch_epoch: float, duration_seconds: float, *,
+              arrivals_only: bool | list[bool] = False) -> list[Host]:
+        """The forecast view of ``stations`` for a run of ``duration_seconds`` from launch.
+
+        ``arrivals_only`` (one flag, or one per station): the load is the forecast arrival
+        rate times the pooled mean demand, leaving out the running jobs' carried load (for a
+        start that holds them as backlog); otherwise the forecast measured utilisation."""
+        flags = arrivals_only if isinstance(arrivals_only, list) else [arrivals_only] * len(
+            stations)
         rows = np.array([[2 * k, 2 * k + 1] for k in stations]).reshape(-1)
         values = self.bank.forecast(rows, launch_epoch, duration_seconds).value.reshape(-1, 2)
         hosts = []
-        for (lam, rho), name, known in zip(values, names, knowns):
+        for (lam, rho), name, known, arrivals in zip(values, names, knowns, flags):
             mu, sigma = pooled_demand(known)
+            if arrivals and mu is not None:
+                rho = lam / mu
             hosts.append(parameters_host(name, float(lam), float(rho), mu, sigma))
         return hosts
 

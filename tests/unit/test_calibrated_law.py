@@ -1,0 +1,85 @@
+"""The calibrated law of a task: per-host quantile corrections, combined over hosts."""
+
+import numpy as np
+import pytest
+
+from scheduler import Host, InvalidArgumentError, predict
+from scheduler.backlog import Backlog
+from scheduler.backlog_weight import BacklogWeights, WeightSettings
+from scheduler.calibrated import calibrate
+
+HOSTS = [Host("a", lam=0.002, mu=1 / 100, sigma=150, rho=0.2),
+         Host("b", lam=0.001, mu=1 / 200, sigma=300, rho=0.2, cores=2)]
+
+
+def test_unit_factors_leave_the_law_as_predicted():
+    p = predict(HOSTS, 7200.0)
+    law = calibrate(p, np.ones((2, 3)))
+    assert law.mean == pytest.approx(p.mean, rel=2e-3)
+    assert law.std == pytest.approx(p.std, rel=1e-2)
+    for name in ("p50", "p90", "p95"):
+        assert law.quantiles[name] == pytest.approx(p.quantiles[name], rel=2e-3)
+
+
+def test_one_host_reports_its_quantiles_times_its_factors():
+    p = predict(HOSTS[:1], 3600.0)
+    factors = np.array([[1.1, 1.3, 1.5]])
+    law = calibrate(p, factors)
+    model = np.array([p.quantiles[n] for n in ("p50", "p90", "p95")])
+    assert law.host_quantiles[0] == pytest.approx(model * factors[0], rel=1e-3)
+    for name, q in zip(("p50", "p90", "p95"), model * factors[0]):
+        assert law.quantiles[name] == pytest.approx(q, rel=5e-3)
+    assert law.mean > p.mean
+
+
+def test_a_task_finishes_with_its_slowest_share():
+    twin = [Host("a", lam=0.002, mu=0.01, sigma=150, rho=0.2),
+            Host("b", lam=0.002, mu=0.01, sigma=150, rho=0.2)]
+    p = predict(twin, 7200.0)
+    law = calibrate(p, np.array([[1.2, 1.4, 1.5]] * 2))
+    # each host's calibrated p90 is reached with probability 0.9, both with 0.81
+    assert law.cdf(law.host_quantiles[0, 1]) == pytest.approx(0.81, abs=3e-3)
+
+
+def test_bad_factors_are_refused():
+    p = predict(HOSTS, 7200.0)
+    with pytest.raises(InvalidArgumentError, match="factors"):
+        calibrate(p, np.ones((1, 3)))
+    with pytest.raises(InvalidArgumentError, match="factors"):
+        calibrate(p, np.zeros((2, 3)))
+
+
+def test_a_weighted_backlog_scales_the_work_held_at_launch():
+    jobs = Backlog.from_laws([type("Law", (), {"mean_seconds": 2000.0,
+                                               "variance_seconds2": 4e6})()])
+    full = predict(HOSTS[:1], 3600.0, backlog=[jobs])
+    half = predict(HOSTS[:1], 3600.0, backlog=[jobs.weighted(0.5)])
+    none = predict(HOSTS[:1], 3600.0, backlog=[jobs.weighted(0.0)])
+    idle = predict(HOSTS[:1], 3600.0)
+    assert half.backlog()[0]["mean_seconds"] == pytest.approx(1000.0)
+    assert none.mean == pytest.approx(idle.mean, rel=1e-6)
+    assert idle.mean < half.mean < full.mean
+    assert Backlog.from_dict(jobs.weighted(0.25).to_dict()).weight == 0.25
+    with pytest.raises(InvalidArgumentError, match="weight"):
+        jobs.weighted(1.5)
+
+
+def test_the_start_of_lowest_recent_error_is_chosen_per_host():
+    weights = BacklogWeights(2)
+    assert weights.choose([0, 1]).tolist() == [4, 4]  # no record: the model's backlog
+    realised = 1000.0
+    # host 0's launches finish as weight 0.1 predicts; candidates: 0, .1, .25, .5, 1, carried
+    for _ in range(6):
+        weights.record([0], [realised], [[800.0, 1000.0, 1300.0, 2000.0, 4000.0, 3000.0]])
+    assert weights.describe(int(weights.choose([0])[0])) == {"start": "backlog", "weight": 0.1}
+    # host 1 has no record of its own: it leans on the pool, which agrees
+    assert weights.choose([1]).tolist() == [1]
+    for _ in range(30):
+        weights.record([1], [realised], [[500.0, 700.0, 800.0, 900.0, 1200.0, 1000.0]])
+    assert weights.describe(int(weights.choose([1])[0])) == {"start": "carried"}
+    again = BacklogWeights.from_state(weights.to_state())
+    assert again.choose([0, 1]).tolist() == weights.choose([0, 1]).tolist()
+    with pytest.raises(InvalidArgumentError):
+        weights.record([0], [0.0], [[1.0] * 6])
+    with pytest.raises(InvalidArgumentError):
+        WeightSettings(weights=(0.5, 0.2))
