@@ -13,15 +13,22 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from scheduler import Plan, Prediction
+from scheduler.calibrated import CalibratedPrediction
 from scheduler.selection import Exclusion
 
 MODEL_CALIBRATION = "none"
+CONFORMAL_CALIBRATION = ("each host's quantiles corrected by adaptive conformal inference on "
+                         "its own record (hourly shadow launches scored on its capacity "
+                         "series), the hosts' corrected laws combined")
 _START_WORDS = {"snapshot": "the jobs running at launch (latest snapshot)",
                 "steady-state": "a steady-state backlog (Pollaczek-Khinchine)",
                 "idle": "idle (no local job at launch, the paper's model)"}
 LOAD_MODELS = {
     "manager": "flat: each host's 24-hour average (Adapt_avg) held for the whole task",
     "host file": "flat: the host file's parameters held for the whole task",
+    "manager forecast": "forecast over the task's own run window, per host the forecaster "
+                        "of lowest recent error (24-hour, last hour, hour-of-day, "
+                        "hour-of-week, Kalman, tendency)",
 }
 
 
@@ -66,6 +73,11 @@ def start_state(prediction: Prediction) -> str:
 
 def model_assumptions(prediction: Prediction, source: str) -> Assumptions:
     """What ``prediction`` assumed; ``source`` is where its hosts came from (LOAD_MODELS)."""
+    if isinstance(prediction, CalibratedPrediction):
+        return Assumptions(start_state=start_state(prediction) + ", weighted by the host's "
+                           "record", load_model=LOAD_MODELS["manager forecast"],
+                           calibration=CONFORMAL_CALIBRATION,
+                           distribution=prediction.distribution)
     return Assumptions(start_state=start_state(prediction), load_model=LOAD_MODELS[source],
                        calibration=MODEL_CALIBRATION, distribution=prediction.distribution)
 

@@ -19,6 +19,7 @@ from ghs.answers import Answer, answer
 from ghs.errors import GhsError
 from protocol import (
     DEFAULT_LIMITS,
+    BacktestRequest,
     ErrorReply,
     HistoryRequest,
     KeyPair,
@@ -32,6 +33,7 @@ from protocol import (
     request,
 )
 from scheduler import Backlog, Host, Plan, Prediction, predict
+from scheduler.calibrated import calibrated_prediction
 from scheduler.selection import Exclusion
 
 
@@ -198,6 +200,17 @@ class Client:
                     excluded=_exclusions(body))
         return answer(plan, "manager", provisional=body.get("provisional", ()))
 
+    def backtest(self, hosts: Sequence[str] | None = None,
+                 work_seconds: Sequence[float] | None = None,
+                 launch_every_seconds: float | None = None,
+                 start_seconds: float | None = None) -> dict[str, Any]:
+        """The manager's record of its own predictions, scored on the hosts' capacity series
+        (the JSON of ``ghs backtest --manager --json``)."""
+        return self._ask(BacktestRequest(
+            request_id=next(self._ids), hosts=tuple(hosts) if hosts else None,
+            work_seconds=tuple(float(w) for w in work_seconds) if work_seconds else None,
+            launch_every_seconds=launch_every_seconds, start_seconds=start_seconds))
+
     def history(self, host: str, since_seconds: float | None = None) -> dict[str, Any]:
         """A host's measurements, capacity series and latest running-jobs snapshot over the
         ``since_seconds`` before its latest record (the JSON of ``ghs history --json``)."""
@@ -220,5 +233,11 @@ def _rebuild_prediction(body: dict[str, Any]) -> Prediction:
     states = [p.get("backlog") for p in body["host_parameters"]]
     backlog = None if not any(states) else [
         Backlog.idle() if state is None else Backlog.from_dict(state) for state in states]
-    return predict(hosts, body["work"], body["distribution"], body["partition"],
-                   shares=shares, backlog=backlog)
+    prediction = predict(hosts, body["work"], body["distribution"], body["partition"],
+                         shares=shares, backlog=backlog)
+    factors = [p.get("calibration_factors") for p in body["host_parameters"]]
+    if any(f is not None for f in factors):
+        # the manager's calibrated answer: the same per-host factors, the same combination
+        ones = [1.0] * len(next(f for f in factors if f is not None))
+        return calibrated_prediction(prediction, [ones if f is None else f for f in factors])
+    return prediction

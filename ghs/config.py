@@ -63,6 +63,11 @@ class SchedulerConfig:
                                      help="largest candidate set exact selection accepts")
     task_ratio: float = setting(4.0, low=0.0, low_open=True,
                                 help="minimum work per host over mean local demand (Fig. 3)")
+    predictor: str = setting(
+        "calibrated", choices=("calibrated", "model"),
+        help="a manager's answers: calibrated (each host's run-window forecast, the start its "
+             "record chose, quantiles calibrated on its own record) or model (24-hour average "
+             "and start_state, uncalibrated)")
     start_state: str = setting(
         "auto", choices=START_STATES,
         help="the local work a task finds at launch: auto (the jobs of a fresh running "
@@ -171,6 +176,9 @@ class ManagerConfig:
                                          "host's latest record) are pruned")
     hourly_retention_days: float = setting(90.0, low=1.0, high=3660.0,
                                            help="hourly capacity sums are kept this long")
+    calibrate_every_seconds: float = setting(
+        60.0, low=1.0, high=86400.0, duration=True,
+        help="how often the manager brings every host's forecast and calibration up to date")
     metrics_port: int = setting(0, low=0, high=65535,
                                 help="serve Prometheus metrics on this port (0: off)")
     metrics_address: str = setting("127.0.0.1", help="address the metrics port binds")
@@ -194,6 +202,9 @@ class AgentConfig:
     batch_size: int = setting(256, low=1, high=1000, help="measurements per message")
     keys: str = setting("", help="the agent's CurveZMQ secret key file")
     server_key: str = setting("", help="the manager's public key file")
+    calibrate_every_seconds: float = setting(
+        60.0, low=1.0, high=86400.0, duration=True,
+        help="how often the manager brings every host's forecast and calibration up to date")
     metrics_port: int = setting(0, low=0, high=65535,
                                 help="serve Prometheus metrics on this port (0: off)")
     metrics_address: str = setting("127.0.0.1", help="address the metrics port binds")

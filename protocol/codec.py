@@ -33,6 +33,8 @@ from protocol.messages import (
     check_version,
 )
 from protocol.queries import (
+    BacktestReply,
+    BacktestRequest,
     ErrorReply,
     HistoryReply,
     HistoryRequest,
@@ -51,7 +53,7 @@ MESSAGE_TYPES: Mapping[str, type[Message]] = {
     cls.TYPE: cls for cls in (
         Hello, MeasurementBatch, Heartbeat, StatusRequest, PredictRequest, ScheduleRequest,
         RecordBatch, HistoryRequest, PingRequest, Ack, StatusReply, PredictReply,
-        ScheduleReply, HistoryReply, PingReply, ErrorReply)
+        ScheduleReply, HistoryReply, PingReply, ErrorReply, BacktestRequest, BacktestReply)
 }
 REQUEST_TYPES = frozenset(name for name, cls in MESSAGE_TYPES.items() if not cls.IS_REPLY)
 """What the manager accepts."""

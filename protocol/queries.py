@@ -34,12 +34,14 @@ from protocol.fields import (
     Field,
     Schema,
     choice,
+    each,
     host_names,
     identifier,
     is_identifier,
     plain_data,
     real,
     reason_text,
+    sequence,
     text,
     whole,
 )
@@ -151,7 +153,17 @@ BODY_KEYS: dict[str, dict[str, str]] = {
     "schedule_reply": {"hosts": "list of maps", "mean": "number", "std": "number",
                        "method": "string"},
     "history_reply": {"host": "string", "capacity": "list", "measurements": "list of maps"},
+    "backtest_reply": {"launches": "list of maps", "summary": "list of maps"},
 }
+
+_POSITIVE = real(0.0, low_open=True)
+
+
+def _positive_list(value: Any, limits: Limits) -> tuple[float, ...]:
+    items = sequence(value, 64)
+    if not items:
+        raise Bad("a non-empty list of positive numbers", value)
+    return each(_POSITIVE, items, limits)
 
 
 def _reply_schema(type_name: str) -> Schema:
@@ -227,6 +239,39 @@ class HistoryReply(_BodyReply):
     TYPE: ClassVar[str] = "history_reply"
     MIN_VERSION: ClassVar[int] = 2
     SCHEMA: ClassVar[Schema] = _reply_schema("history_reply")
+
+
+@dataclass(frozen=True)
+class BacktestRequest(Message):
+    """Ask for the manager's record of its own predictions: the shadow launches scored on the
+    hosts' capacity series, for ``hosts`` (absent: all), task lengths nearest ``work_seconds``
+    (dedicated seconds per core; absent: all), launches every ``launch_every_seconds``
+    (absent: every hour) from ``start_seconds`` after each host's first one. Version 2."""
+
+    TYPE: ClassVar[str] = "backtest"
+    MIN_VERSION: ClassVar[int] = 2
+    SCHEMA: ClassVar[Schema] = Schema({
+        "request_id": REQUEST_ID,
+        "hosts": Field(host_names, required=False),
+        "work_seconds": Field(_positive_list, required=False),
+        "launch_every_seconds": Field(real(0.0, low_open=True), required=False),
+        "start_seconds": Field(real(0.0), required=False),
+    }, also=HEADER)
+
+    request_id: int
+    hosts: tuple[str, ...] | None = None
+    work_seconds: tuple[float, ...] | None = None
+    launch_every_seconds: float | None = None
+    start_seconds: float | None = None
+
+
+@dataclass(frozen=True)
+class BacktestReply(_BodyReply):
+    """``body``: the JSON of ``ghs backtest --manager --json``. Version 2."""
+
+    TYPE: ClassVar[str] = "backtest_reply"
+    MIN_VERSION: ClassVar[int] = 2
+    SCHEMA: ClassVar[Schema] = _reply_schema("backtest_reply")
 
 
 @dataclass(frozen=True)

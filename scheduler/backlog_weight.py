@@ -9,9 +9,11 @@ under the forecast of the measured utilisation, which carries the running jobs a
 the forecast-only view does). Every launch that started with local work is predicted by each
 candidate, each candidate's relative error |mean - realised| / realised is kept as an
 exponentially decayed average per host, and the candidate of lowest recent error is used, as
-the Network Weather Service picks its forecaster.
-A host with a short record leans on the pool's errors (``prior_launches`` worth of them), and
-before any record the model's own backlog (weight 1) is used.
+the Network Weather Service picks its forecaster. Before a host or the pool has any record the
+carried-load start is used (the model's backlog when ``carried`` is off): on the real logs
+tried it has the smallest error of the candidates on busy launches, and a busy period's
+launches are scored only once its long jobs end.
+A host with a short record leans on the pool's errors (``prior_launches`` worth of them).
 """
 
 from __future__ import annotations
@@ -134,7 +136,7 @@ class BacklogWeights(RowState):
 
     def _best(self, idx: np.ndarray) -> np.ndarray:
         score = self._blended(idx)
-        model = self.weights.size - 1  # before any record: the model's full backlog
+        model = self.candidates - 1  # before any record: carried load (or the full backlog)
         known = np.isfinite(score).all(axis=1)
         best = np.argmin(np.where(np.isfinite(score), score, np.inf), axis=1)
         return np.where(known, best, model)

@@ -10,13 +10,14 @@ geometric grid of times shared by all hosts (``GRID_POINTS``), vectorised over h
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
 
 from scheduler.conformal import LEVELS, level_map
 from scheduler.errors import InvalidArgumentError
+from scheduler.prediction import Prediction
 
 GRID_POINTS = 512
 REPORTED = {"p50": 0.5, "p90": 0.9, "p95": 0.95, "p99": 0.99}
@@ -72,6 +73,21 @@ def _calibrate(prediction: Any, factors: np.ndarray, levels: np.ndarray) -> Cali
                          factors, grid, task_cdf)
 
 
+def host_quantiles(prediction: Any, levels: Any = LEVELS) -> np.ndarray:
+    """(hosts, levels) quantiles (seconds) of each host's own completion time: with explicit
+    shares, one prediction gives many single-host tasks at once (hosts with no share: 0)."""
+    nominal = np.asarray(levels, dtype=float)
+    dedicated = np.asarray(prediction.dedicated_seconds, dtype=float)
+    positive = dedicated[dedicated > 0]
+    if positive.size == 0:
+        return np.zeros((dedicated.size, nominal.size))
+    means, stds = prediction.host_moments()
+    high = float(np.max(means + 12.0 * stds)) * 1.5
+    grid = np.geomspace(0.5 * positive.min(), max(high, 4.0 * positive.min()), 4 * GRID_POINTS)
+    cdf = np.maximum.accumulate(np.clip(prediction.host_cdf(grid), 0.0, 1.0), axis=1)
+    return np.where(dedicated[:, None] > 0, _row_quantiles(grid, cdf, nominal), 0.0)
+
+
 def _grid(prediction: Any, factors: np.ndarray) -> np.ndarray:
     dedicated = np.asarray(prediction.dedicated_seconds, dtype=float)
     positive = dedicated[dedicated > 0]
@@ -101,3 +117,39 @@ def _row_interp(grid: np.ndarray, cdf: np.ndarray, x: np.ndarray) -> np.ndarray:
     rows = np.arange(cdf.shape[0])[:, None]
     frac = np.clip((x - grid[lo]) / (grid[hi] - grid[lo]), 0.0, 1.0)
     return cdf[rows, lo] + frac * (cdf[rows, hi] - cdf[rows, lo])
+
+
+@dataclass(frozen=True, eq=False)
+class CalibratedPrediction(Prediction):
+    """A Prediction whose mean, std, quantiles and cdf are the calibrated law's; ``model``
+    keeps the uncalibrated figures and ``law`` the per-host factors applied."""
+
+    law: CalibratedLaw | None = None
+    model: dict[str, Any] | None = None
+
+    def cdf(self, x: Any) -> np.ndarray:
+        assert self.law is not None
+        return self.law.cdf(x)
+
+    def to_dict(self) -> dict[str, Any]:
+        payload = super().to_dict()
+        assert self.law is not None
+        names = [f"p{round(100 * level)}" for level in LEVELS]
+        for row, reported, factors in zip(payload["hosts"], self.law.host_quantiles,
+                                          self.law.factors):
+            row["calibrated_quantiles"] = dict(zip(names, map(float, reported)))
+            row["calibration_factors"] = dict(zip(names, map(float, factors)))
+        payload["model"] = self.model
+        return payload
+
+
+def calibrated_prediction(prediction: Prediction, factors: Any) -> CalibratedPrediction:
+    """``prediction`` with each host's quantile ``factors`` (hosts, levels) applied and the
+    hosts' calibrated laws combined (:func:`calibrate`)."""
+    law = calibrate(prediction, factors)
+    own = {f.name: getattr(prediction, f.name) for f in fields(Prediction)}
+    model = {"mean": prediction.mean, "std": prediction.std,
+             "quantiles": dict(prediction.quantiles)}
+    own.update(mean=law.mean, std=law.std, quantiles={
+        name: law.quantiles[name] for name in prediction.quantiles})
+    return CalibratedPrediction(**own, law=law, model=model)

@@ -221,11 +221,11 @@ class _Run:
         return backlog, True
 
     def _score_weights(self, row: int, at: float, known: Any, share: float,
-                       backlog: Backlog, realised: float) -> None:
-        """Keep each start candidate's mean for this launch, scored once it has finished."""
+                       backlog: Backlog, realised: float, duration: float) -> None:
+        """Keep each start candidate's mean for this launch (its load forecast over the
+        served prediction's window, ``duration`` seconds), scored once it has finished."""
         if not backlog.job_means:
             return
-        duration = max(realised, share)
         arrivals = self.forecasts.hosts([row], [self.names[row]], [known],
                                         known.epoch_seconds, duration, arrivals_only=True)
         means = [predict(arrivals, share, DIST, backlog=[backlog.weighted(c)]).mean
@@ -257,7 +257,8 @@ class _Run:
                         p, _ = self._settled([k], [known], at, w, [begin],
                                              arrivals_only=arrivals)
                         if start == "weighted":
-                            self._score_weights(k, at, known, float(w), backlog, realised)
+                            self._score_weights(k, at, known, float(w), backlog, realised,
+                                                p.mean)
                     q = np.array([p.quantiles[level] for level in LEVELS])
                     self._record(name, at, float(w), shares, realised, p.mean, q)
                     for calibrated, view in CALIBRATED.items():
@@ -309,7 +310,7 @@ class _Run:
                 if start == "weighted":
                     for k in np.nonzero(shares > 0)[0]:
                         self._score_weights(int(k), at, knowns[k], float(shares[k]),
-                                            backlogs[k], finish[k])
+                                            backlogs[k], finish[k], p.mean)
                 for calibrated, view in CALIBRATED.items():
                     if view == name:
                         reported = self._calibrate(calibrated, 0, w, at, realised, q)

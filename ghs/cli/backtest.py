@@ -4,22 +4,33 @@ from __future__ import annotations
 
 import click
 
-from ghs.cli.common import DURATION, config_from, console, emit_json, fail, json_option
+from ghs.cli.common import (
+    DURATION,
+    asking,
+    config_from,
+    console,
+    emit_json,
+    fail,
+    json_option,
+    timeout_option,
+)
 
 
 @click.command()
 @click.option("--manager", "endpoint", default=None,
-              help="Back-test over the history a manager holds (not yet available).")
+              help="The manager's own record: its hourly shadow launches on each host, "
+                   "scored on the hosts' capacity series.")
 @click.option("--host", "hosts", multiple=True, help="With --manager: only these hosts.")
 @click.option("--trace", "traces", multiple=True, type=click.Path(dir_okay=False),
               help="A single-core workstation log (CSV arrival_seconds,cpu_seconds[,user"
                    "[,command]], or SWF cut with --stations); repeatable.")
 @click.option("--work", "works", multiple=True, type=DURATION, required=True,
               help="Task length in dedicated seconds (90, 30m, 8h); repeatable.")
-@click.option("--launch-every", type=DURATION, default=3 * 3600.0,
-              help="Time between launches on the log's clock (whole hours; default 3h).")
-@click.option("--start", type=DURATION, default=48 * 3600.0,
-              help="First launch on the log's clock (whole hours; default 48h).")
+@click.option("--launch-every", type=DURATION, default=None,
+              help="Time between launches (whole hours; default 3h, with --manager 1h).")
+@click.option("--start", type=DURATION, default=None,
+              help="First launch on the log's clock (whole hours; default 48h), or with "
+                   "--manager after each host's first shadow launch (default 0).")
 @click.option("--end", type=DURATION, default=None,
               help="Cut the logs at this log time (default: their own ends).")
 @click.option("--parallel", is_flag=True,
@@ -31,17 +42,30 @@ from ghs.cli.common import DURATION, config_from, console, emit_json, fail, json
 @click.option("--seed", type=int, default=1, help="Seed of the sampler's random times.")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None,
               help="Write a PNG: reliability diagram and error against task length.")
+@timeout_option
 @json_option
 @click.pass_context
 def backtest(ctx, endpoint, hosts, traces, works, launch_every, start, end, parallel,
-             stations, utilisation, seed, plot_path, as_json):
+             stations, utilisation, seed, plot_path, timeout, as_json):
     """Score the predictors at past launches of replayed workstations (coverage, error)."""
     if bool(endpoint) == bool(traces):
         raise click.UsageError("give --manager EP or --trace FILE, not both")
     if hosts and not endpoint:
         raise click.UsageError("--host goes with --manager")
     if endpoint:
-        fail("ghs backtest --manager is not yet available; replay the logs with --trace")
+        from ghs.backtest.view import plot_backtest, show_backtest
+        from ghs.remote import open_client
+
+        config = config_from(ctx, {"client": {"timeout_seconds": timeout}})
+        with open_client(config, endpoint) as client, asking(client):
+            result = client.backtest(hosts or None, list(works), launch_every, start)
+        if not result["launches"]:
+            fail("the manager has no scored launch yet for these hosts and lengths (a shadow "
+                 "launch is made every hour of a host's record and scored once it has run)")
+        _render(result, plot_path, as_json, show_backtest, plot_backtest)
+        return
+    launch_every = 3 * 3600.0 if launch_every is None else launch_every
+    start = 48 * 3600.0 if start is None else start
     from ghs.agent.replay import read_stations
     from ghs.backtest import BacktestSettings, run_backtest
     from ghs.backtest.view import plot_backtest, show_backtest
@@ -58,11 +82,15 @@ def backtest(ctx, endpoint, hosts, traces, works, launch_every, start, end, para
                                 parallel=parallel, sensor=config.sensor, seed=seed,
                                 end_seconds=end)
     result = run_backtest(found, keys, list(works), settings)
+    _render(result, plot_path, as_json, show_backtest, plot_backtest)
+
+
+def _render(result, plot_path, as_json, show, plot) -> None:
     if plot_path:
-        plot_backtest(result, plot_path)
+        plot(result, plot_path)
     if as_json:
         emit_json(result)
     else:
-        show_backtest(console(), result)
+        show(console(), result)
         if plot_path:
             click.echo(f"plot written to {plot_path}")

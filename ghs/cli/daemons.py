@@ -51,7 +51,8 @@ def manager(ctx, endpoint, client_endpoint, database, insecure, metrics_port, ve
 
             register_manager_metrics(registry, service)
         click.echo(f"ghs manager listening on {', '.join(service.endpoints)}", err=True)
-        serve(service, stop, retention_seconds=config.pcm.retention_days * 86400.0)
+        serve(service, stop, retention_seconds=config.pcm.retention_days * 86400.0,
+              calibrate_every_seconds=config.pcm.calibrate_every_seconds)
     finally:
         if metrics is not None:
             metrics.shutdown()

@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
+
+import numpy as np
 
 from ghs.config import SchedulerConfig
 from ghs.errors import GhsError
+from ghs.manager.calibration import Calibration
 from ghs.manager.estimates import EstimateCache, HostState
+from ghs.manager.record_view import manager_backtest
 from ghs.manager.state import host_backlog
 from scheduler import Backlog, Host, predict, schedule
+from scheduler.calibrated import calibrated_prediction
 from scheduler.selection import Exclusion
 
 
@@ -46,6 +52,69 @@ class QueryService:
         self.stale_after_seconds = stale_after_seconds
         self.snapshot_fresh_seconds = snapshot_fresh_seconds
         self.clock = clock
+        self.calibration = Calibration(cache.store, snapshot_fresh_seconds=snapshot_fresh_seconds)
+
+    @property
+    def calibrated(self) -> bool:
+        return self.settings.predictor == "calibrated"
+
+    def refresh(self) -> int:
+        """Bring every host's forecast and calibration up to date (shadow launches made)."""
+        return sum(self.calibration.advance(facts.host_id, facts.cores)
+                   for facts in self.cache.store.hosts())
+
+    def backtest(self, hosts: Sequence[str] | None = None,
+                 work_seconds: Sequence[float] | None = None,
+                 launch_every_seconds: float | None = None,
+                 start_seconds: float | None = None) -> dict[str, Any]:
+        """The manager's record of its own predictions (see ghs.manager.record_view)."""
+        known = {facts.host_id: facts for facts in self.cache.store.hosts()}
+        for name in hosts or ():
+            if name not in known:
+                raise UnknownHostError(f"unknown host {name!r}", field="hosts", value=name)
+        for name in hosts or known:
+            self.calibration.advance(name, known[name].cores)
+        return manager_backtest(self.calibration.ledger(hosts),
+                                lengths_seconds=list(self.calibration.lengths),
+                                work_seconds=work_seconds,
+                                launch_every_seconds=launch_every_seconds,
+                                start_seconds=start_seconds)
+
+    def _calibrated_view(self, chosen: Sequence[Host], backlogs: list[Backlog] | None,
+                         work_seconds: float, predict_with: Callable[..., Any]
+                         ) -> tuple[Any, list[Host], list[Backlog], list[dict[str, Any]]]:
+        """Run ``predict_with(hosts, backlogs)`` on the forecast view of ``chosen`` for the
+        task's own run window (two rounds: the window's load sets the run), then calibrate
+        the resulting prediction with each host's factors. Returns (result, hosts, starts,
+        per-host descriptions)."""
+        starts_in = backlogs or [Backlog.steady_state()] * len(chosen)
+        tracks = []
+        for host in chosen:
+            self.calibration.advance(host.name, host.cores)
+            tracks.append(self.calibration.track(host.name, host.cores))
+        streams = self.cache.store.streams
+        now = self.clock()
+        at = np.array([streams.latest_epoch_seconds(h.name) or now for h in chosen])
+        duration = predict(list(chosen), work_seconds, self.settings.distribution,
+                           backlog=starts_in).mean
+        for _ in range(2):
+            hosts, starts, described = self.calibration.view_hosts(tracks, chosen, starts_in,
+                                                                   at, duration)
+            result = predict_with(hosts, starts)
+            prediction = result.prediction if hasattr(result, "prediction") else result
+            duration = prediction.mean
+        used = {h.name: k for k, h in enumerate(hosts)}
+        kept = [used[name] for name in prediction.hosts]
+        factors, applied = self.calibration.factors([tracks[k] for k in kept],
+                                                    list(prediction.dedicated_seconds))
+        calibrated = calibrated_prediction(prediction, factors)
+        for k, detail in zip(kept, applied):
+            described[k]["calibration"] = detail
+        if hasattr(result, "prediction"):
+            result = replace(result, prediction=calibrated)
+        else:
+            result = calibrated
+        return result, hosts, starts, described
 
     def backlogs(self, hosts: Sequence[Host]) -> tuple[list[Backlog] | None,
                                                       dict[str, dict[str, Any]]]:
@@ -109,10 +178,20 @@ class QueryService:
                 ) -> dict[str, Any]:
         chosen, excluded, provisional = self._usable(hosts)
         backlogs, described = self.backlogs(chosen)
-        result = predict(chosen, work_seconds, distribution or self.settings.distribution,
-                         partition or self.settings.partition, backlog=backlogs)
-        body = result.to_dict()
-        body["host_parameters"] = host_parameters(chosen, backlogs, described)
+        dist = distribution or self.settings.distribution
+        split = partition or self.settings.partition
+        if self.calibrated:
+            result, used, starts, views = self._calibrated_view(
+                chosen, backlogs, work_seconds,
+                lambda hs, bs: predict(hs, work_seconds, dist, split, backlog=bs))
+            body = result.to_dict()
+            body["host_parameters"] = _with_views(host_parameters(used, starts, described),
+                                                  views)
+        else:
+            result = predict(chosen, work_seconds, dist, split, backlog=backlogs)
+            body = result.to_dict()
+            body["host_parameters"] = host_parameters(chosen, backlogs, described)
+        body["predictor"] = self.settings.predictor
         body["excluded"] = [{"name": e.name, "reason": e.reason} for e in excluded]
         body["provisional"] = provisional
         return body
@@ -124,15 +203,44 @@ class QueryService:
         chosen, excluded, provisional = self._usable(hosts)
         settings = self.settings
         backlogs, described = self.backlogs(chosen)
-        by_name = dict(zip((h.name for h in chosen), backlogs)) if backlogs else None
-        plan = schedule(chosen, work_seconds, method or settings.method,
-                        distribution or settings.distribution, partition or settings.partition,
-                        rho_max=settings.rho_max if rho_max is None else rho_max,
-                        max_optimal_hosts=settings.optimal_max_hosts,
-                        task_ratio=settings.task_ratio, excluded=excluded, backlog=by_name)
+
+        def plan_for(candidates: Sequence[Host], starts: Sequence[Backlog] | None) -> Any:
+            by_name = None if starts is None else dict(zip((h.name for h in candidates),
+                                                          starts))
+            return schedule(candidates, work_seconds, method or settings.method,
+                            distribution or settings.distribution,
+                            partition or settings.partition,
+                            rho_max=settings.rho_max if rho_max is None else rho_max,
+                            max_optimal_hosts=settings.optimal_max_hosts,
+                            task_ratio=settings.task_ratio, excluded=excluded,
+                            backlog=by_name)
+
+        views = None
+        if self.calibrated:
+            plan, used, starts, views = self._calibrated_view(chosen, backlogs, work_seconds,
+                                                              plan_for)
+        else:
+            plan, used, starts = plan_for(chosen, backlogs), chosen, backlogs
         body = plan.to_dict(units)
-        body["host_parameters"] = host_parameters(
-            plan.hosts, None if by_name is None else [by_name[h.name] for h in plan.hosts],
-            described)
+        index = {h.name: k for k, h in enumerate(used)}
+        picked = [index[h.name] for h in plan.hosts]
+        rows = host_parameters([used[k] for k in picked],
+                               None if starts is None else [starts[k] for k in picked],
+                               described)
+        body["host_parameters"] = rows if views is None else _with_views(
+            rows, [views[k] for k in picked])
         body["provisional"] = provisional
+        body["predictor"] = settings.predictor
         return body
+
+
+def _with_views(rows: list[dict[str, Any]], views: Sequence[dict[str, Any]]
+                ) -> list[dict[str, Any]]:
+    """Host parameter rows with what the calibrated predictor used for each host: its
+    forecasters, the start its record chose and the calibration applied."""
+    for row, view in zip(rows, views):
+        row["predictor_view"] = view
+        calibration = view.get("calibration")
+        if calibration is not None:
+            row["calibration_factors"] = list(calibration["factors"].values())
+    return rows

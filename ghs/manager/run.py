@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 
@@ -17,6 +18,8 @@ from ghs.manager.service import Manager
 from ghs.manager.store import ManagerStore
 from ghs.manager.streams import Retention
 from protocol import load_allow_list, read_keypair
+
+LOG = logging.getLogger("ghs.manager")
 
 
 def build_manager(config: Config, *, context: zmq.Context, endpoint: str | None = None,
@@ -59,11 +62,15 @@ def build_manager(config: Config, *, context: zmq.Context, endpoint: str | None 
 
 
 def serve(manager: Manager, stop: threading.Event, *, retention_seconds: float,
-          prune_every_seconds: float = 3600.0) -> None:
-    """Run ``manager`` until ``stop``; prune old measurements now and then."""
+          prune_every_seconds: float = 3600.0, calibrate_every_seconds: float = 60.0) -> None:
+    """Run ``manager`` until ``stop``; prune old measurements now and then, and keep every
+    host's forecast and calibration current (so a query only tops them up)."""
     pruner = threading.Thread(target=_prune, daemon=True, name="ghs-prune",
                               args=(manager, stop, retention_seconds, prune_every_seconds))
     pruner.start()
+    calibrator = threading.Thread(target=_calibrate, daemon=True, name="ghs-calibrate",
+                                  args=(manager, stop, calibrate_every_seconds))
+    calibrator.start()
     try:
         manager.run(stop)
     finally:
@@ -75,3 +82,14 @@ def _prune(manager: Manager, stop: threading.Event, retention_seconds: float,
            every_seconds: float) -> None:
     while not stop.wait(every_seconds):
         manager.store.prune(retention_seconds)
+
+
+def _calibrate(manager: Manager, stop: threading.Event, every_seconds: float) -> None:
+    while not stop.wait(every_seconds):
+        try:
+            made = manager.queries.refresh()
+        except Exception:  # a bad host's records must not end the refreshes of the others
+            LOG.exception("calibration refresh failed")
+            continue
+        if made:
+            LOG.info("calibration: %d shadow launches made", made)

@@ -34,6 +34,8 @@ from protocol import (
     PROTOCOL_VERSION,
     Ack,
     Authenticator,
+    BacktestReply,
+    BacktestRequest,
     ErrorReply,
     Heartbeat,
     Hello,
@@ -60,9 +62,8 @@ from protocol import (
 )
 
 LOG = logging.getLogger("ghs.manager")
-AGENT_TYPES = frozenset({"hello", "measurements", "records", "heartbeat", "status", "predict",
-                         "schedule", "history", "ping"})
-CLIENT_TYPES = frozenset({"status", "predict", "schedule", "history", "ping"})
+CLIENT_TYPES = frozenset({"status", "predict", "schedule", "history", "ping", "backtest"})
+AGENT_TYPES = CLIENT_TYPES | {"hello", "measurements", "records", "heartbeat"}
 _HOUR = 3600.0
 _WAKE = "inproc://ghs-manager-replies-{}"
 
@@ -211,7 +212,7 @@ class Manager:
                     body={"uptime_seconds": self.clock() - self.started,
                           "version": __version__}), version)
             elif isinstance(message, (StatusRequest, PredictRequest, ScheduleRequest,
-                                      HistoryRequest)):
+                                      HistoryRequest, BacktestRequest)):
                 self._enqueue(socket, incoming.routing, message)
             elif isinstance(message, (MeasurementBatch, Hello, Heartbeat, RecordBatch)):
                 # in arrival order, after this turn's hellos are committed
@@ -372,6 +373,10 @@ class Manager:
         if isinstance(message, PredictRequest):
             return PredictReply(request_id=message.request_id, body=self.queries.predict(
                 message.work_seconds, message.hosts, message.distribution, message.partition))
+        if isinstance(message, BacktestRequest):
+            return BacktestReply(request_id=message.request_id, body=self.queries.backtest(
+                message.hosts, message.work_seconds, message.launch_every_seconds,
+                message.start_seconds))
         if isinstance(message, HistoryRequest):
             return HistoryReply(request_id=message.request_id, body=host_history(
                 self.store, self.store.streams, message.host_id, message.since_seconds))

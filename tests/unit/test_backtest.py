@@ -132,7 +132,8 @@ def test_a_launch_never_uses_what_came_after_it():
 def test_bad_requests_are_one_line_errors(tmp_path):
     path = _write_csv(tmp_path / "a.csv", _rows(1, 1.0))
     for args, words in ((["--trace", path, "--work", "1h", "--start", "90m"], "whole number"),
-                        (["--manager", "tcp://127.0.0.1:1", "--work", "1h"], "not yet"),
+                        (["--manager", "tcp://127.0.0.1:1", "--work", "1h", "--timeout", "1"],
+                         "did not answer within 1 s"),
                         (["--work", "1h"], "--trace"),
                         (["--trace", path, "--work", "1h", "--start", "30d"], "no launch")):
         result = CliRunner().invoke(main, ["backtest", *args])

@@ -66,7 +66,8 @@ def test_a_weighted_backlog_scales_the_work_held_at_launch():
 
 def test_the_start_of_lowest_recent_error_is_chosen_per_host():
     weights = BacklogWeights(2)
-    assert weights.choose([0, 1]).tolist() == [4, 4]  # no record: the model's backlog
+    assert weights.choose([0, 1]).tolist() == [5, 5]  # no record: the carried load
+    assert weights.describe(5) == {"start": "carried"}
     realised = 1000.0
     # host 0's launches finish as weight 0.1 predicts; candidates: 0, .1, .25, .5, 1, carried
     for _ in range(6):

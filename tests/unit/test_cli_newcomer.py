@@ -193,7 +193,7 @@ def test_provisional_hosts_are_marked_through_the_client_and_the_cli(manager_end
         plan = client.schedule_answer(4 * HOUR, method="optimal")
     assert answer.provisional == {"young"} and plan.provisional == {"young"}
     assert [e.name for e in answer.excluded] == ["full"]
-    assert answer.assumptions.load_model.startswith("flat: each host's 24-hour average")
+    assert answer.assumptions.load_model.startswith("forecast over the task's own run window")
     payload = json.loads(invoke("predict", "--manager", manager_endpoint, "--work", "4h",
                                 "--json").stdout)
     flags = {row["name"]: row["provisional"] for row in payload["hosts"]}

@@ -1,0 +1,327 @@
+"""The manager's predictor, calibrated on each host's own record (Part 6).
+
+Per host the manager keeps, incrementally:
+
+- a forecast bank (``scheduler.ForecastBank``, rows 2k: lam, 2k + 1: rho) fed with each
+  completed hour of the host's measurements, so a query forecasts the load of its own run
+  window (the NWS rule picks each host's forecaster);
+- shadow launches: at every whole hour of the host's own clock, the prediction the manager
+  would have served then for a single-host task of each length in ``lengths_seconds``
+  (dedicated seconds per core), from what was stored by then: the bins before it, the running
+  snapshot of that hour, and (a known leak, small) the demand templates as merged now;
+- their outcomes, read off the capacity series (:mod:`ghs.manager.realised`) once it covers
+  them: each feeds the host's start battery (:class:`scheduler.backlog_weight.BacklogWeights`:
+  how much of the modelled backlog to believe) and the adaptive conformal calibrator of its
+  length (:class:`scheduler.Calibrator`, pooled prior), and is kept in the ``shadow_launches``
+  table, which ``ghs backtest --manager`` reads. A miss is recorded as soon as the series shows
+  the task running past its reported p95, before it finishes.
+
+The work is done when a host's records arrive or a query names it, a few predictions per host
+and hour; a query never replays history.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from ghs.manager.realised import CapacitySeries, overran, realised_seconds
+from ghs.manager.shadow_start import ShadowInputs, host_at, starts_of
+from scheduler import Calibrator, ForecastBank, Host, predict
+from scheduler.backlog import Backlog
+from scheduler.backlog_weight import BacklogWeights
+from scheduler.calibrated import host_quantiles
+
+HOUR_SECONDS = 3600.0
+LEVELS = ("p50", "p90", "p95")
+DIST = "lognormal"
+LEDGER = "shadow_launches"
+
+
+@dataclass
+class _Shadow:
+    """A shadow launch whose outcome is not yet known."""
+
+    launch: float
+    length: int
+    dedicated: float
+    reported: np.ndarray
+    pooled: np.ndarray
+    candidates: np.ndarray | None
+    decided: bool = False
+
+
+@dataclass
+class _Track:
+    row: int
+    cores: int
+    next_launch: float | None = None
+    next_bin: int | None = None
+    pending: list[_Shadow] = field(default_factory=list)
+
+
+class Calibration:
+    """Forecasts, start batteries and calibrators of every host, kept current from ``store``
+    (a :class:`ghs.manager.store.ManagerStore`)."""
+
+    def __init__(self, store: Any, *, lengths_seconds: Sequence[float] = (
+            900.0, 3600.0, 4 * 3600.0, 16 * 3600.0), snapshot_fresh_seconds: float = 180.0,
+            max_catch_up_hours: int = 8 * 24) -> None:
+        self.store = store
+        self.lengths = np.asarray(lengths_seconds, dtype=float)
+        self.snapshot_fresh_seconds = snapshot_fresh_seconds
+        self.max_catch_up_hours = max_catch_up_hours
+        self.bank = ForecastBank(0)
+        self.weights = BacklogWeights(0)
+        self.calibrators = [Calibrator(0) for _ in self.lengths]
+        self.tracks: dict[str, _Track] = {}
+        self.lock = threading.RLock()
+        self._writes: list[tuple[dict[str, Any] | None, tuple[Any, ...] | None]] = []
+        self._create_ledger()
+
+    # -- keeping up --------------------------------------------------------------------------
+
+    def track(self, host_id: str, cores: int) -> _Track:
+        with self.lock:
+            found = self.tracks.get(host_id)
+            if found is None:
+                found = _Track(len(self.tracks), max(int(cores), 1))
+                self.tracks[host_id] = found
+                rows = len(self.tracks)
+                self.bank.grow(2 * rows)
+                self.weights.grow(rows)
+                for calibrator in self.calibrators:
+                    calibrator.grow(rows)
+            return found
+
+    def advance(self, host_id: str, cores: int) -> int:
+        """Make the shadow launches of every whole hour the host's records have passed and
+        score those now known. Returns how many launches were made."""
+        with self.lock:
+            track = self.track(host_id, cores)
+            latest = self.store.streams.latest_epoch_seconds(host_id)
+            if latest is None:
+                return 0
+            last_hour = math.floor(latest / HOUR_SECONDS) * HOUR_SECONDS
+            if track.next_launch is None:
+                track.next_launch = last_hour - self.max_catch_up_hours * HOUR_SECONDS
+            first = max(track.next_launch, last_hour - self.max_catch_up_hours * HOUR_SECONDS)
+            if first > last_hour:
+                return 0
+            inputs = ShadowInputs.load(self.store, host_id, track.cores,
+                                       since_epoch_seconds=first - 2 * 86400.0)
+            made = 0
+            for hour in np.arange(first, last_hour + 1.0, HOUR_SECONDS):
+                self._push_bins(track, inputs, float(hour))
+                self._settle(host_id, track, inputs.capacity, float(hour))
+                made += self._launch(host_id, track, inputs, float(hour))
+            track.next_launch = last_hour + HOUR_SECONDS
+            self._settle(host_id, track, inputs.capacity, latest)
+            self._flush()
+            return made
+
+    def _push_bins(self, track: _Track, inputs: ShadowInputs, until: float) -> None:
+        stop = int(self.bank.bin_of(until))
+        start = track.next_bin
+        for b in range(stop if start is None else start, stop):
+            lam, rho = inputs.bin_means(b, self.bank.settings.bin_seconds)
+            self.bank.push([2 * track.row, 2 * track.row + 1], b, [lam, rho])
+        track.next_bin = stop
+
+    def _launch(self, host_id: str, track: _Track, inputs: ShadowInputs, hour: float) -> int:
+        """The shadow launches of one hour: every task length at once (one prediction of a
+        copy of the host per length, each copy's own law being that single-host task's)."""
+        snapshot = inputs.snapshot_near(hour, self.snapshot_fresh_seconds)
+        at = hour if snapshot is None else float(snapshot["epoch_seconds"])
+        day = host_at(host_id, inputs, at)
+        if day is None:
+            return 0
+        backlog = inputs.backlog_at(day, snapshot)
+        works = self.lengths * track.cores * day.tau
+        n = len(works)
+        paper = predict(_copies(day, n), float(works.sum()), DIST, shares=works)
+        paper_means, _ = paper.host_moments()
+        paper_q = host_quantiles(paper)
+        hosts, starts = [], []
+        for j in range(n):
+            found, start, _ = self.view_hosts([track], [day], [backlog], at, paper_means[j])
+            hosts.append(found[0])
+            starts.append(start[0])
+        model = predict(_copies_of(hosts), float(works.sum()), DIST, shares=works,
+                        backlog=starts)
+        means, _ = model.host_moments()
+        model_q = host_quantiles(model)
+        candidates = None
+        if backlog.kind == "jobs" and backlog.job_means:
+            candidates = self._candidate_means(track, day, backlog, at, works, means)
+        for j, length in enumerate(self.lengths):
+            calibrator = self.calibrators[j]
+            reported = calibrator.adjust([track.row], model_q[j][None])[0]
+            pooled = calibrator.pool_adjust(model_q[j][None])[0]
+            track.pending.append(_Shadow(at, j, float(length), reported, pooled,
+                                         None if candidates is None else candidates[j]))
+            for name, mean, q in (("calibrated", means[j], reported),
+                                  ("uncalibrated", means[j], model_q[j]),
+                                  ("paper", paper_means[j], paper_q[j])):
+                self._writes.append(({"host_id": host_id, "launch_epoch_seconds": at,
+                                      "length_seconds": float(length), "predictor": name,
+                                      "mean": float(mean), **dict(zip(LEVELS, map(float, q))),
+                                      "realised_seconds": None}, None))
+        return n
+
+    def _candidate_means(self, track: _Track, day: Host, backlog: Backlog, at: float,
+                         works: np.ndarray, durations: np.ndarray) -> np.ndarray:
+        """(lengths, candidates) means of every start candidate (one prediction for all)."""
+        rows = [2 * track.row, 2 * track.row + 1]
+        hosts, starts, shares = [], [], []
+        for work, duration in zip(works, durations):
+            values = self.bank.forecast(rows, at, max(float(duration), 1.0)).value
+            arrivals = starts_of(day, values, arrivals_only=True)
+            for weight in self.weights.weights:
+                hosts.append(arrivals)
+                starts.append(backlog.weighted(float(weight)))
+                shares.append(work)
+            if self.weights.settings.carried:
+                hosts.append(starts_of(day, values, arrivals_only=False))
+                starts.append(Backlog.idle())
+                shares.append(work)
+        p = predict(_copies_of(hosts), float(np.sum(shares)), DIST, shares=shares,
+                    backlog=starts)
+        return p.host_moments()[0].reshape(len(works), -1)
+
+    def _settle(self, host_id: str, track: _Track, series: CapacitySeries, now: float) -> None:
+        still = []
+        for shadow in track.pending:
+            if shadow.launch >= now:
+                still.append(shadow)
+                continue
+            realised = realised_seconds(series, shadow.launch, shadow.dedicated)
+            if realised is not None and shadow.launch + realised <= now:
+                self._score(track, shadow, realised)
+                self._writes.append((None, (realised, host_id, shadow.launch, shadow.dedicated)))
+            elif not shadow.decided and overran(series, shadow.launch, shadow.dedicated,
+                                                float(shadow.reported[-1])) and (
+                    shadow.launch + shadow.reported[-1] <= now):
+                # a miss of every level, known before the task ends
+                self.calibrators[shadow.length].record([track.row], np.ones((1, 3), bool),
+                                                       (shadow.pooled > 0)[None])
+                shadow.decided = True
+                still.append(shadow)
+            elif series.covered_until < shadow.launch + 30 * 86400.0:
+                still.append(shadow)
+        track.pending = still
+
+    def _score(self, track: _Track, shadow: _Shadow, realised: float) -> None:
+        if not shadow.decided:
+            self.calibrators[shadow.length].record(
+                [track.row], (realised > shadow.reported)[None], (realised > shadow.pooled)[None])
+        if shadow.candidates is not None:
+            self.weights.record([track.row], [realised], shadow.candidates[None])
+
+    # -- answering ---------------------------------------------------------------------------
+
+    def view_hosts(self, tracks: Sequence[_Track], days: Sequence[Host],
+                   backlogs: Sequence[Backlog], at: Any, duration_seconds: float
+                   ) -> tuple[list[Host], list[Backlog], list[dict[str, Any]]]:
+        """Each host as the calibrated predictor sees a run of ``duration_seconds`` from
+        ``at`` (epoch seconds, one for all or one per host): the forecast load, the start its
+        record chose, and what was used (JSON)."""
+        rows = np.array([[2 * t.row, 2 * t.row + 1] for t in tracks]).reshape(-1)
+        launch = np.repeat(np.broadcast_to(np.asarray(at, dtype=float), (len(tracks),)), 2)
+        with self.lock:
+            found = self.bank.forecast(rows, launch, max(duration_seconds, 1.0))
+            choices = self.weights.choose([t.row for t in tracks])
+        values = found.value.reshape(-1, 2)
+        hosts, starts, described = [], [], []
+        for k, (day, backlog) in enumerate(zip(days, backlogs)):
+            choice = self.weights.describe(int(choices[k]))
+            carried = choice["start"] == "carried" or backlog.kind == "idle"
+            hosts.append(starts_of(day, values[k], arrivals_only=not carried))
+            starts.append(Backlog.idle() if choice["start"] == "carried"
+                          else backlog.weighted(choice["weight"]))
+            described.append({
+                "start": choice, "scored_launches": int(self.weights.scored[tracks[k].row]),
+                "forecast": {"lam_per_second": _forecaster(found, 2 * k),
+                             "rho": _forecaster(found, 2 * k + 1),
+                             "load": "arrivals" if not carried else "measured"}})
+        return hosts, starts, described
+
+    def factors(self, tracks: Sequence[_Track], dedicated_seconds: Sequence[float]
+                ) -> tuple[np.ndarray, list[dict[str, Any]]]:
+        """(hosts, levels) quantile factors from the calibrator of each host's nearest task
+        length, and what was applied (JSON)."""
+        out = np.ones((len(tracks), len(LEVELS)))
+        described = []
+        for k, (track, dedicated) in enumerate(zip(tracks, dedicated_seconds)):
+            j = int(np.argmin(np.abs(np.log(self.lengths) - math.log(max(dedicated, 1.0)))))
+            calibrator = self.calibrators[j]
+            out[k] = calibrator.factors([track.row])[0]
+            coverage = calibrator.coverage([track.row])[0]
+            described.append({
+                "length_seconds": float(self.lengths[j]),
+                "factors": dict(zip(LEVELS, map(float, out[k]))),
+                "scored_launches": int(calibrator.scored[track.row, 0]),
+                "coverage": {level: None if math.isnan(c) else float(c)
+                             for level, c in zip(LEVELS, coverage)}})
+        return out, described
+
+    # -- the ledger --------------------------------------------------------------------------
+
+    def _create_ledger(self) -> None:
+        db = self.store.db
+        if LEDGER not in db.table_names():
+            db[LEDGER].create({"host_id": str, "launch_epoch_seconds": float,
+                               "length_seconds": float, "predictor": str, "mean": float,
+                               "p50": float, "p90": float, "p95": float,
+                               "realised_seconds": float},
+                              pk=("host_id", "launch_epoch_seconds", "length_seconds",
+                                  "predictor"))
+
+    def _flush(self) -> None:
+        """Write this catch-up's launches and outcomes in one transaction."""
+        writes, self._writes = self._writes, []
+        if not writes:
+            return
+        db = self.store.db
+        with db.conn:
+            for launch, outcome in writes:
+                if launch is not None:
+                    db.execute(f"INSERT OR REPLACE INTO {LEDGER} ({', '.join(launch)}) VALUES "
+                               f"({', '.join('?' * len(launch))})", list(launch.values()))
+                else:
+                    db.execute(f"UPDATE {LEDGER} SET realised_seconds = ? WHERE host_id = ? "
+                               "AND launch_epoch_seconds = ? AND length_seconds = ?",
+                               list(outcome))
+
+    def ledger(self, host_ids: Sequence[str] | None = None) -> list[dict[str, Any]]:
+        """Scored shadow launches (oldest first), every predictor's row."""
+        query = f"SELECT * FROM {LEDGER} WHERE realised_seconds IS NOT NULL"
+        params: list[Any] = []
+        if host_ids:
+            query += f" AND host_id IN ({', '.join('?' * len(host_ids))})"
+            params = list(host_ids)
+        return list(self.store.db.query(query + " ORDER BY launch_epoch_seconds, host_id",
+                                        params))
+
+
+def _copies(host: Host, n: int) -> list[Host]:
+    return _copies_of([host] * n)
+
+
+def _copies_of(hosts: Sequence[Host]) -> list[Host]:
+    """The hosts renamed apart (a prediction needs distinct names)."""
+    return [replace(host, name=f"{host.name}#{k}") for k, host in enumerate(hosts)]
+
+
+def _forecaster(found: Any, row: int) -> dict[str, Any]:
+    def number(x: Any) -> float | None:
+        value = float(x)
+        return value if math.isfinite(value) else None
+
+    return {"forecaster": found.forecaster[row], "value": number(found.value[row]),
+            "recent_error": number(found.recent_error[row])}

@@ -1,0 +1,102 @@
+"""When a lowest-priority task launched at a past moment would have finished, from the
+capacity series (Part 5): each interval says how many CPU seconds each core had free for it
+(idle, iowait and remote tasks' CPU). A task of ``dedicated_seconds`` per core finishes on a
+core once the core's free CPU since launch adds up to that; the task ends with its last core.
+Within an interval the free CPU is taken as spread evenly. A gap in the series (the agent was
+down) before completion leaves the outcome unknown rather than guessed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+# a gap between intervals above this (seconds) means the series is broken there
+GAP_TOLERANCE_SECONDS = 5.0
+
+
+@dataclass(frozen=True)
+class CapacitySeries:
+    """One host's capacity intervals as arrays: start and end (epoch seconds) and free CPU
+    seconds per core, shape (intervals, cores)."""
+
+    start: np.ndarray
+    end: np.ndarray
+    free: np.ndarray
+
+    @classmethod
+    def from_rows(cls, rows: Sequence[Mapping[str, Any]], cores: int) -> CapacitySeries:
+        """From :meth:`StreamTables.capacity` rows (oldest first)."""
+        end = np.array([r["end_epoch_seconds"] for r in rows], dtype=float)
+        span = np.array([r["interval_seconds"] for r in rows], dtype=float)
+        free = np.zeros((len(rows), max(cores, 1)))
+        for i, row in enumerate(rows):
+            split = row.get("per_core_available_cpu_seconds")
+            if split and len(split) == free.shape[1]:
+                free[i] = split
+            else:
+                free[i] = row["available_cpu_seconds"] / free.shape[1]
+        return cls(end - span, end, free)
+
+    @property
+    def covered_until(self) -> float:
+        """The end of the series (epoch seconds; -inf when empty)."""
+        return float(self.end[-1]) if self.end.size else -np.inf
+
+
+def realised_seconds(series: CapacitySeries, launch_epoch: float,
+                     dedicated_seconds: float) -> float | None:
+    """Seconds from ``launch_epoch`` until a task of ``dedicated_seconds`` per core finishes
+    on every core; None while the series does not reach that far or is broken on the way."""
+    after = series.end > launch_epoch
+    if not after.any():
+        return None
+    start, end, free = series.start[after], series.end[after], series.free[after]
+    if start[0] > launch_epoch + GAP_TOLERANCE_SECONDS or (
+            start[1:] - end[:-1] > GAP_TOLERANCE_SECONDS).any():
+        breaks = np.nonzero(start[1:] - end[:-1] > GAP_TOLERANCE_SECONDS)[0]
+        if start[0] > launch_epoch + GAP_TOLERANCE_SECONDS:
+            return None
+        stop = int(breaks[0]) + 1
+        start, end, free = start[:stop], end[:stop], free[:stop]
+    span = end - start
+    # the part of the first interval before the launch is not available to the task
+    share = np.clip((end - np.maximum(start, launch_epoch)) / np.where(span > 0, span, 1.0),
+                    0.0, 1.0)
+    got = free * share[:, None]
+    total = np.cumsum(got, axis=0)
+    done = total >= dedicated_seconds
+    if not done.any(axis=0).all():
+        return None
+    index = np.argmax(done, axis=0)
+    cores = np.arange(free.shape[1])
+    before = np.where(index > 0, total[index - 1, cores], 0.0)
+    rate = got[index, cores] / np.maximum(end[index] - np.maximum(start[index], launch_epoch),
+                                          1e-9)
+    finish = np.maximum(start[index], launch_epoch) + (dedicated_seconds - before) / np.maximum(
+        rate, 1e-12)
+    return float(finish.max() - launch_epoch)
+
+
+def overran(series: CapacitySeries, launch_epoch: float, dedicated_seconds: float,
+            bound_seconds: float) -> bool:
+    """Whether the task is known to run longer than ``bound_seconds``: the series covers
+    launch + bound without a break and the task had not finished by then."""
+    horizon = launch_epoch + bound_seconds
+    if series.covered_until < horizon:
+        return False
+    realised = realised_seconds(series, launch_epoch, dedicated_seconds)
+    if realised is not None:
+        return realised > bound_seconds
+    return not _broken(series, launch_epoch, horizon)
+
+
+def _broken(series: CapacitySeries, launch_epoch: float, horizon: float) -> bool:
+    """A gap in the series between the launch and ``horizon``."""
+    inside = (series.end > launch_epoch) & (series.start < horizon)
+    start, end = series.start[inside], series.end[inside]
+    return bool(start.size == 0 or start[0] > launch_epoch + GAP_TOLERANCE_SECONDS or (
+        start[1:] - end[:-1] > GAP_TOLERANCE_SECONDS).any())

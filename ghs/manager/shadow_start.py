@@ -1,0 +1,121 @@
+"""What the manager knew of one host at a past hour: the inputs of a shadow launch.
+
+Loaded once per catch-up from the store (measurements, capacity series, running snapshots,
+demand templates) and then cut at each launch, so a launch at ``at`` sees only the
+measurements ended by then, the snapshot taken then, and the 24-hour estimate of the hours
+before it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ghs.manager.estimates import model_parameters
+from ghs.manager.realised import CapacitySeries
+from ghs.manager.state import host_backlog
+from ghs.record import sensor_measurement
+from scheduler import Host
+from scheduler.backlog import Backlog
+from sensors.estimates import adapt_avg
+
+DAY_SECONDS = 86400.0
+# a saturated hour still gets a prediction (the manager would exclude the host, the shadow
+# launch is a record of the model, not a served answer)
+RHO_CAP = 0.95
+
+
+@dataclass(frozen=True, eq=False)
+class ShadowInputs:
+    """One host's stored records from ``since`` on (epoch seconds, oldest first)."""
+
+    cores: int
+    tau: float
+    rows: list[dict[str, Any]]
+    end: np.ndarray
+    capacity: CapacitySeries
+    snapshots: list[dict[str, Any]]
+    snapshot_times: np.ndarray
+    templates: list[dict[str, Any]]
+    first_start: float | None
+
+    @classmethod
+    def load(cls, store: Any, host_id: str, cores: int, *, since_epoch_seconds: float
+             ) -> ShadowInputs:
+        rows = store.measurements(host_id, since_end=since_epoch_seconds)
+        facts = store.host(host_id)
+        taus = [row["tau"] for row in rows if row.get("tau")]
+        tau = taus[-1] if taus else (facts.tau if facts is not None and facts.tau else 1.0)
+        first = store.db.execute("SELECT MIN(start_epoch_seconds) FROM measurements WHERE "
+                                 "host_id = ?", [host_id]).fetchone()[0]
+        snapshots = sorted(store.streams.running(host_id), key=lambda s: s["epoch_seconds"])
+        return cls(cores, float(tau), rows,
+                   np.array([r["end_epoch_seconds"] for r in rows], dtype=float),
+                   CapacitySeries.from_rows(store.streams.capacity(
+                       host_id, since_epoch_seconds=since_epoch_seconds), cores),
+                   snapshots, np.array([s["epoch_seconds"] for s in snapshots], dtype=float),
+                   store.streams.templates(host_id), first)
+
+    def bin_means(self, index: int, bin_seconds: float) -> tuple[float, float]:
+        """Interval-weighted means of lam (1/s) and rho over the measurements whose midpoint
+        falls in bin ``index`` (NaN: none)."""
+        if not self.rows:
+            return math.nan, math.nan
+        lo, hi = index * bin_seconds, (index + 1) * bin_seconds
+        first, last = np.searchsorted(self.end, [lo, hi + 2 * bin_seconds])
+        lam = rho = weight = 0.0
+        for row in self.rows[first:last]:
+            span = row["end_epoch_seconds"] - row["start_epoch_seconds"]
+            middle = row["end_epoch_seconds"] - span / 2
+            if lo <= middle < hi and span > 0 and row["lam_per_second"] is not None \
+                    and row["rho"] is not None:
+                lam += span * max(row["lam_per_second"], 0.0)
+                rho += span * max(row["rho"], 0.0)
+                weight += span
+        return (lam / weight, rho / weight) if weight > 0 else (math.nan, math.nan)
+
+    def snapshot_near(self, hour: float, fresh_seconds: float) -> dict[str, Any] | None:
+        """The first snapshot taken in [hour, hour + fresh) (the one an hourly launch sees)."""
+        k = int(np.searchsorted(self.snapshot_times, hour))
+        if k < len(self.snapshots) and self.snapshot_times[k] < hour + fresh_seconds:
+            return self.snapshots[k]
+        return None
+
+    def backlog_at(self, day: Host, snapshot: dict[str, Any] | None) -> Backlog:
+        """The start a launch with ``snapshot`` (None: none fresh) assumes."""
+        backlog, _ = host_backlog(day, snapshot, self.templates, fresh=snapshot is not None)
+        return backlog
+
+
+def host_at(host_id: str, inputs: ShadowInputs, at: float) -> Host | None:
+    """The 24-hour host the manager would have served at ``at`` (None before any arrival
+    was measured)."""
+    k = int(np.searchsorted(inputs.end, at, side="right"))
+    recent = [sensor_measurement(row, inputs.cores) for row in inputs.rows[:k]
+              if row["end_epoch_seconds"] > at - DAY_SECONDS]
+    if not recent:
+        return None
+    estimate = adapt_avg(recent, now=at, window_seconds=DAY_SECONDS,
+                         history_start=inputs.first_start)
+    if estimate.lam is None or estimate.rho is None:
+        return None
+    lam, mu, sigma, _ = model_parameters(estimate, inputs.cores)
+    return Host(host_id, lam=lam, mu=mu, sigma=sigma, rho=min(max(estimate.rho, 0.0), RHO_CAP),
+                tau=inputs.tau, cores=inputs.cores)
+
+
+def starts_of(day: Host, forecast: Any, *, arrivals_only: bool) -> Host:
+    """``day`` with the forecast (lam 1/s, rho) of the run window. ``arrivals_only``: the load
+    is the forecast arrival rate times the mean demand (the running jobs are held as the
+    backlog); otherwise the forecast measured utilisation, which carries them."""
+    lam, rho = float(forecast[0]), float(forecast[1])
+    if not (math.isfinite(lam) and math.isfinite(rho)):
+        return day
+    if arrivals_only:
+        rho = lam / (day.cores * day.mu)
+    rho = min(max(rho, 0.0), RHO_CAP)
+    return Host(day.name, lam=max(lam, 0.0), mu=day.mu, sigma=day.sigma, rho=rho, tau=day.tau,
+                cores=day.cores)

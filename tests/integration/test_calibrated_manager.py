@@ -1,0 +1,78 @@
+"""A real manager scores its own predictions on a replayed host's record and serves them
+calibrated; ``ghs backtest --manager`` reads that record."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+from test_replay import walk, write_log
+
+from ghs.cli import main
+
+pytestmark = pytest.mark.slow
+
+UNTIL_HOURS = 30
+
+
+def lowest_priority_finish(spans, launch, dedicated):
+    """Seconds from ``launch`` until a task using only the idle time of the walk has had
+    ``dedicated`` seconds of CPU (one core, local jobs first)."""
+    got, at = 0.0, launch
+    for _, start, finish, _ in spans:
+        if finish <= at:
+            continue
+        gap = max(start - at, 0.0)
+        if got + gap >= dedicated:
+            return at + (dedicated - got) - launch
+        got += gap
+        at = max(at, finish)
+    return at + (dedicated - got) - launch
+
+
+def test_the_manager_scores_its_predictions_and_answers_calibrated(daemons, tmp_path):
+    rows = write_log(tmp_path / "ws8.csv", seed=5, hours=UNTIL_HOURS + 4)
+    _, endpoint = daemons.manager(GHS_PCM_CALIBRATE_EVERY_SECONDS="1")
+    agent = daemons.agent(endpoint, "--replay", str(tmp_path / "ws8.csv"), "--speedup",
+                          "7200", "--until", f"{UNTIL_HOURS}h", outbox="replay.sqlite",
+                          log="replay.log")
+    assert agent.wait(300) == 0, daemons.log("replay.log")
+    with daemons.client(endpoint, timeout_seconds=60.0) as client:
+        record = client.backtest(["ws8"])
+        zero = client.history("ws8")["replay_zero_epoch"]
+        answer = client.predict_answer(3600.0)
+    launches = record["launches"]
+    assert {launch["predictor"] for launch in launches} == {"paper", "uncalibrated",
+                                                            "calibrated"}
+    # hourly launches on the host's clock, four task lengths, each scored once it ended
+    calibrated = [launch for launch in launches if launch["predictor"] == "calibrated"]
+    assert len({launch["launch_seconds"] for launch in calibrated}) >= UNTIL_HOURS - 6
+    assert {launch["work"] for launch in calibrated} >= {900.0, 3600.0}
+    # the realised times read off the capacity series are what the log's jobs left free
+    spans = walk(rows, UNTIL_HOURS * 3600.0)
+    for launch in calibrated:
+        if launch["work"] <= 3600.0:
+            exact = lowest_priority_finish(spans, launch["launch_seconds"] - zero,
+                                           launch["work"])
+            # free CPU is spread evenly inside each 60 s capacity interval
+            assert launch["realised_seconds"] == pytest.approx(exact, abs=61.0)
+    summary = {(row["predictor"], row["work"]): row for row in record["summary"]}
+    assert summary["calibrated", 900.0]["launches"] == sum(
+        1 for launch in calibrated if launch["work"] == 900.0)
+    # the served answer says what it used and applied, per host
+    view = answer.to_dict()
+    assert answer.assumptions.calibration.startswith("each host's quantiles corrected")
+    assert answer.prediction.mean > 0
+    result = CliRunner().invoke(main, ["backtest", "--manager", endpoint, "--work", "15m",
+                                       "--launch-every", "2h", "--json"])
+    assert result.exit_code == 0, result.output
+    shown = json.loads(result.stdout)
+    assert {launch["work"] for launch in shown["launches"]} == {900.0}
+    hours = {round((launch["launch_seconds"] - zero) / 3600.0) for launch in shown["launches"]}
+    assert len({h % 2 for h in hours}) == 1
+    assert view["assumptions"]["load_model"].startswith("forecast over the task's own run")
+    result = CliRunner().invoke(main, ["predict", "--manager", endpoint, "--work", "1h",
+                                       "--json"])
+    body = json.loads(result.stdout)
+    assert body["hosts"][0]["calibrated_quantiles"]["p90"] > 0

@@ -1,0 +1,112 @@
+"""The manager's record of its own predictions: shadow launches scored on the capacity series."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from manager_feed import ZERO_EPOCH_SECONDS, ManagerFeed, poisson_jobs
+
+from ghs.manager.calibration import Calibration
+from ghs.manager.realised import CapacitySeries, overran, realised_seconds
+from ghs.manager.store import ManagerStore
+
+
+def series(free_per_minute, start=0.0, cores=1):
+    rows = [{"end_epoch_seconds": start + 60.0 * (k + 1), "interval_seconds": 60.0,
+             "available_cpu_seconds": float(np.sum(f)),
+             "per_core_available_cpu_seconds": list(np.atleast_1d(f))}
+            for k, f in enumerate(free_per_minute)]
+    return CapacitySeries.from_rows(rows, cores)
+
+
+def test_a_task_finishes_when_the_free_cpu_since_launch_adds_up():
+    s = series([60.0, 0.0, 30.0, 60.0])
+    assert realised_seconds(s, 0.0, 60.0) == pytest.approx(60.0)
+    # 30 s from the first minute after a launch at 30 s, none in the second, 30 in the third
+    assert realised_seconds(s, 30.0, 60.0) == pytest.approx(150.0)
+    assert realised_seconds(s, 0.0, 500.0) is None  # the series does not reach that far
+    assert overran(s, 0.0, 500.0, 200.0) and not overran(s, 0.0, 100.0, 200.0)
+
+
+def test_the_last_core_ends_the_task_and_a_gap_leaves_it_unknown():
+    two = series([[60.0, 30.0], [60.0, 30.0], [60.0, 60.0]], cores=2)
+    assert realised_seconds(two, 0.0, 60.0) == pytest.approx(120.0)
+    broken = CapacitySeries(np.array([0.0, 300.0]), np.array([60.0, 360.0]),
+                            np.array([[30.0], [60.0]]))
+    assert realised_seconds(broken, 0.0, 60.0) is None
+
+
+def walk_free(jobs, launch, dedicated):
+    """Seconds until a lowest-priority task has had ``dedicated`` s of an FCFS core's idle
+    time, by walking the jobs themselves."""
+    free_at, got, at = ZERO_EPOCH_SECONDS, 0.0, launch
+    for arrival, cpu, _, _ in jobs:
+        start = max(arrival, free_at)
+        free_at = start + cpu
+        if free_at <= at:
+            continue
+        gap = max(start - at, 0.0)
+        if got + gap >= dedicated:
+            return at + dedicated - got - launch
+        got += gap
+        at = max(at, free_at)
+    return at + dedicated - got - launch
+
+
+@pytest.fixture(scope="module")
+def fed():
+    jobs = poisson_jobs(2.5, utilisation=0.3, mean_cpu_seconds=300.0, cov=2.0, seed=4)
+    store = ManagerStore(None)
+    feed = ManagerFeed(store, "ws1", jobs)
+    feed.run_until(ZERO_EPOCH_SECONDS + 2 * 86400.0)
+    calibration = Calibration(store, lengths_seconds=(900.0, 3600.0))
+    made = calibration.advance("ws1", 1)
+    yield jobs, store, calibration, made
+    feed.close()
+    store.close()
+
+
+def test_every_hour_of_the_record_is_a_launch_scored_on_what_the_jobs_left(fed):
+    jobs, _, calibration, made = fed
+    assert made == 2 * 48  # two lengths every hour the host had reported
+    ledger = calibration.ledger()
+    scored = [row for row in ledger if row["predictor"] == "calibrated"]
+    assert len(scored) > 80
+    for row in scored:
+        exact = walk_free(jobs, row["launch_epoch_seconds"], row["length_seconds"])
+        assert row["realised_seconds"] == pytest.approx(exact, abs=61.0)
+    # each outcome fed the calibrator of its length once
+    track = calibration.tracks["ws1"]
+    for j, length in enumerate(calibration.lengths):
+        n = sum(1 for row in scored if row["length_seconds"] == length)
+        assert calibration.calibrators[j].scored[track.row, 0] == n
+    # launches that began with local work scored the start candidates
+    assert calibration.weights.scored[track.row] > 0
+    # advancing again makes nothing new: the record is incremental
+    assert calibration.advance("ws1", 1) == 0
+
+
+def test_a_query_view_names_forecasters_start_and_calibration(fed):
+    _, store, calibration, _ = fed
+    track = calibration.tracks["ws1"]
+    day = calibration_day(store)
+    hosts, starts, described = calibration.view_hosts([track], [day], [starts_idle()],
+                                                      ZERO_EPOCH_SECONDS + 2 * 86400.0, 3600.0)
+    assert described[0]["forecast"]["rho"]["forecaster"]
+    assert 0.0 < hosts[0].rho < 1.0
+    factors, applied = calibration.factors([track], [3600.0])
+    assert applied[0]["length_seconds"] == 3600.0 and applied[0]["scored_launches"] > 20
+    assert factors.shape == (1, 3) and (factors > 0).all()
+
+
+def calibration_day(store):
+    from ghs.manager.shadow_start import ShadowInputs, host_at
+
+    inputs = ShadowInputs.load(store, "ws1", 1, since_epoch_seconds=0.0)
+    return host_at("ws1", inputs, ZERO_EPOCH_SECONDS + 2 * 86400.0)
+
+
+def starts_idle():
+    from scheduler.backlog import Backlog
+
+    return Backlog.idle()
