@@ -19,7 +19,7 @@ from scheduler.conformal import LEVELS, level_map
 from scheduler.errors import InvalidArgumentError
 from scheduler.prediction import Prediction
 
-GRID_POINTS = 512
+GRID_POINTS = 256
 REPORTED = {"p50": 0.5, "p90": 0.9, "p95": 0.95, "p99": 0.99}
 
 

@@ -201,14 +201,15 @@ def level_map(cdf_values: Any, model_levels: Any, levels: Any = LEVELS) -> np.nd
                                    field="model_levels", value=None)
     knots_x = np.concatenate([np.zeros((m.shape[0], 1)), m, np.ones((m.shape[0], 1))], axis=1)
     knots_y = np.concatenate([[0.0], nominal, [1.0]])
-    out = np.zeros_like(f)
-    for j in range(knots_y.size - 1):
-        lo, hi = knots_x[:, j:j + 1], knots_x[:, j + 1:j + 2]
-        inside = (f >= lo) & (f <= hi)
-        width = hi - lo
-        frac = np.divide(f - lo, width, out=np.ones_like(f), where=np.broadcast_to(
-            width > 0, f.shape))
-        out = np.where(inside, knots_y[j] + frac * (knots_y[j + 1] - knots_y[j]), out)
+    # the segment of each value: how many inner knots it has reached (the last one wins a tie)
+    segment = np.zeros(f.shape, dtype=np.int64)
+    for j in range(1, knots_y.size - 1):
+        segment += f >= knots_x[:, j:j + 1]
+    lo = np.take_along_axis(knots_x, segment, axis=1)
+    hi = np.take_along_axis(knots_x, segment + 1, axis=1)
+    width = hi - lo
+    frac = np.divide(f - lo, width, out=np.ones_like(f), where=width > 0)
+    out = knots_y[segment] + np.clip(frac, 0.0, 1.0) * (knots_y[segment + 1] - knots_y[segment])
     return np.clip(out, 0.0, 1.0)
 
 

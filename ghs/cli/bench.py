@@ -6,14 +6,15 @@ import click
 
 from ghs.cli.common import POSITIVE_DURATION, console, emit_json, json_option
 
-PARTS = ("scheduler", "manager", "sensors", "soak")
+PARTS = ("scheduler", "manager", "calibration", "sensors", "soak")
 
 
 @click.command()
 @click.option("--quick", is_flag=True, help="Small sizes only (seconds instead of minutes).")
 @click.option("--seed", type=int, default=1, help="Random seed of the generated hosts.")
 @click.option("--part", "parts", type=click.Choice(PARTS), multiple=True,
-              help="Only these parts (repeatable; default: scheduler and manager).")
+              help="Only these parts (repeatable; default: scheduler, manager and "
+                   "calibration).")
 @click.option("--sensor-duration", type=POSITIVE_DURATION, default=600.0,
               help="How long the sensor overhead run lasts (part 'sensors'; default 10m).")
 @click.option("--soak-hosts", type=click.IntRange(min=1), default=100,
@@ -28,7 +29,7 @@ PARTS = ("scheduler", "manager", "sensors", "soak")
 def bench(quick, seed, parts, sensor_duration, soak_hosts, soak_days, soak_speedup,
           soak_agents, as_json):
     """Measure prediction, selection, manager and sensor speed (ratios against baselines)."""
-    parts = parts or ("scheduler", "manager")
+    parts = parts or ("scheduler", "manager", "calibration")
     results = {}
     if "scheduler" in parts:
         from ghs.benchmarks import scheduling
@@ -38,6 +39,10 @@ def bench(quick, seed, parts, sensor_duration, soak_hosts, soak_days, soak_speed
         from ghs.benchmarks import manager
 
         results["manager"] = manager.run(quick=quick)
+    if "calibration" in parts:
+        from ghs.benchmarks import calibration
+
+        results["calibration"] = calibration.run(quick=quick, seed=seed)
     if "sensors" in parts:
         from ghs.benchmarks import sensors
 
@@ -55,6 +60,10 @@ def bench(quick, seed, parts, sensor_duration, soak_hosts, soak_days, soak_speed
         from ghs.benchmarks import scheduling
 
         scheduling.show(out, results["scheduler"])
+    if "calibration" in results:
+        from ghs.benchmarks import calibration
+
+        calibration.show(out, results["calibration"])
     if "manager" in results:
         from ghs.benchmarks import manager
 

@@ -38,7 +38,7 @@ def test_a_task_finishes_with_its_slowest_share():
     p = predict(twin, 7200.0)
     law = calibrate(p, np.array([[1.2, 1.4, 1.5]] * 2))
     # each host's calibrated p90 is reached with probability 0.9, both with 0.81
-    assert law.cdf(law.host_quantiles[0, 1]) == pytest.approx(0.81, abs=3e-3)
+    assert law.cdf(law.host_quantiles[0, 1]) == pytest.approx(0.81, abs=5e-3)
 
 
 def test_bad_factors_are_refused():

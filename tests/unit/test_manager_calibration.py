@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from manager_feed import ZERO_EPOCH_SECONDS, ManagerFeed, poisson_jobs
 
 from ghs.manager.calibration import Calibration
 from ghs.manager.realised import CapacitySeries, overran, realised_seconds
+from ghs.manager.simulated_feed import ZERO_EPOCH_SECONDS, ManagerFeed, poisson_jobs
 from ghs.manager.store import ManagerStore
 
 
@@ -90,7 +90,7 @@ def test_a_query_view_names_forecasters_start_and_calibration(fed):
     _, store, calibration, _ = fed
     track = calibration.tracks["ws1"]
     day = calibration_day(store)
-    hosts, starts, described = calibration.view_hosts([track], [day], [starts_idle()],
+    hosts, _, described = calibration.view_hosts([track], [day], [starts_idle()],
                                                       ZERO_EPOCH_SECONDS + 2 * 86400.0, 3600.0)
     assert described[0]["forecast"]["rho"]["forecaster"]
     assert 0.0 < hosts[0].rho < 1.0
