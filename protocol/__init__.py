@@ -79,6 +79,14 @@ from protocol.sockets import (
     send_reply,
 )
 from protocol.streams import TEMPLATE_SCOPES, RecordBatch, parse_record, stream_record
+from protocol.tracking import (
+    AccuracyReply,
+    AccuracyRequest,
+    EtaReply,
+    EtaRequest,
+    ReportReply,
+    ReportRequest,
+)
 
 __all__ = [
     "DEFAULT_LIMITS",
@@ -93,10 +101,14 @@ __all__ = [
     "SUPPORTED_VERSIONS",
     "TEMPLATE_SCOPES",
     "ZAP_DOMAIN",
+    "AccuracyReply",
+    "AccuracyRequest",
     "Ack",
     "Authenticator",
     "EndpointError",
     "ErrorReply",
+    "EtaReply",
+    "EtaRequest",
     "Heartbeat",
     "Hello",
     "HistoryReply",
@@ -119,6 +131,8 @@ __all__ = [
     "PredictRequest",
     "ProtocolError",
     "RecordBatch",
+    "ReportReply",
+    "ReportRequest",
     "RequestTimeoutError",
     "ScheduleReply",
     "ScheduleRequest",
