@@ -35,6 +35,7 @@ POISSON_HOSTS = (Host("p1", lam=1 / 900, mu=1 / 300, sigma=450.0, rho=1 / 3, tau
                  Host("p2", lam=1 / 600, mu=1 / 120, sigma=240.0, rho=0.2, tau=1.5),
                  Host("p3", lam=1 / 2000, mu=1 / 1000, sigma=1500.0, rho=0.5, tau=1.0))
 TRACE_UTILISATION = (0.2, 0.35, 0.5)
+MAX_RHO = 0.95
 
 
 def coverage(stops: Stops, hosts_per_run: Sequence[Sequence[Host]],
@@ -118,15 +119,17 @@ def trace_family(log: JobLog, runs: int, rng: np.random.Generator, *,
 
 
 def _trace_host(name: str, window: Any) -> Host:
-    """The 24-hour parameters of a workstation (a day with no job: an idle host)."""
-    if len(window) == 0 or window.cpu_seconds.sum() <= 0:
+    """The 24-hour parameters of a workstation (``ghs.traces.trace_host``; a day with no job
+    is an idle host, a day busier than the model admits is held just under saturation)."""
+    cpu = window.cpu_seconds
+    if len(window) == 0 or cpu.sum() <= 0:
         return Host(name, lam=0.0, mu=1.0, sigma=0.0, rho=0.0, tau=1.0)
-    host = trace_host(name, window, DAY_SECONDS)
-    if host.rho >= 0.95:
-        # a day busier than the model admits: hold it just under saturation
-        scale = 0.95 / host.rho
-        return Host(name, lam=host.lam * scale, mu=host.mu, sigma=host.sigma, rho=0.95, tau=1.0)
-    return host
+    rho = float(cpu.sum() / DAY_SECONDS)
+    if rho < MAX_RHO:
+        return trace_host(name, window, DAY_SECONDS)
+    lam = len(window) / DAY_SECONDS * MAX_RHO / rho
+    return Host(name, lam=lam, mu=1.0 / float(cpu.mean()), sigma=float(cpu.std()), rho=MAX_RHO,
+                tau=1.0)
 
 
 def _mean_hosts(hosts_per_run: Sequence[Sequence[Host]]) -> list[Host]:

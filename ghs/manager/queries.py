@@ -1,4 +1,8 @@
-"""Answers to status, predict and schedule queries, from the current host estimates."""
+"""Answers to status, predict, schedule and eta queries, from the current host estimates.
+
+Every predict and schedule answer is recorded in the track record (ghs.manager.track) and
+carries its ``prediction_id``.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +13,8 @@ from ghs.config import SchedulerConfig
 from ghs.errors import GhsError
 from ghs.manager.estimates import EstimateCache, HostState
 from ghs.manager.state import host_backlog
-from scheduler import Backlog, Host, predict, schedule
+from scheduler import Backlog, Host, Prediction, predict, schedule
+from scheduler.eta import remaining
 from scheduler.selection import Exclusion
 
 
@@ -115,6 +120,30 @@ class QueryService:
         body["host_parameters"] = host_parameters(chosen, backlogs, described)
         body["excluded"] = [{"name": e.name, "reason": e.reason} for e in excluded]
         body["provisional"] = provisional
+        body["prediction_id"] = self._track(result, "predict")
+        return body
+
+    def _track(self, prediction: Prediction, kind: str) -> int:
+        return self.cache.store.track.record(prediction, self.clock(), kind)
+
+    def eta(self, hosts: Sequence[str], shares_seconds: Sequence[float],
+            fraction_done: Sequence[float], elapsed_seconds: float | None = None,
+            distribution: str | None = None) -> dict[str, Any]:
+        """The remaining-time law of a running task from each host's state now (its latest
+        fresh running snapshot, else its steady state)."""
+        chosen, _, provisional = self._usable(hosts)
+        backlogs, described = self.backlogs(chosen)
+        if backlogs is None:  # an idle start means nothing in the middle of a run
+            backlogs = [Backlog.steady_state() for _ in chosen]
+        law = remaining(chosen, list(shares_seconds),
+                        fraction_done=dict(zip(hosts, fraction_done)), backlog=backlogs,
+                        dist=distribution or self.settings.distribution)
+        body = law.to_dict()
+        body["host_parameters"] = host_parameters(chosen, backlogs, described)
+        body["fraction_done"] = dict(zip(hosts, fraction_done))
+        body["elapsed_seconds"] = elapsed_seconds
+        body["provisional"] = provisional
+        body["time"] = self.clock()
         return body
 
     def schedule(self, work_seconds: float, hosts: Sequence[str] | None = None,
@@ -135,4 +164,5 @@ class QueryService:
             plan.hosts, None if by_name is None else [by_name[h.name] for h in plan.hosts],
             described)
         body["provisional"] = provisional
+        body["prediction_id"] = self._track(plan.prediction, "schedule")
         return body

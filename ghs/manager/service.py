@@ -32,9 +32,13 @@ from ghs.record import HostIdentity, stored_rows
 from protocol import (
     DEFAULT_LIMITS,
     PROTOCOL_VERSION,
+    AccuracyReply,
+    AccuracyRequest,
     Ack,
     Authenticator,
     ErrorReply,
+    EtaReply,
+    EtaRequest,
     Heartbeat,
     Hello,
     HistoryReply,
@@ -47,6 +51,8 @@ from protocol import (
     PredictReply,
     PredictRequest,
     RecordBatch,
+    ReportReply,
+    ReportRequest,
     ScheduleReply,
     ScheduleRequest,
     StatusReply,
@@ -60,9 +66,9 @@ from protocol import (
 )
 
 LOG = logging.getLogger("ghs.manager")
-AGENT_TYPES = frozenset({"hello", "measurements", "records", "heartbeat", "status", "predict",
-                         "schedule", "history", "ping"})
-CLIENT_TYPES = frozenset({"status", "predict", "schedule", "history", "ping"})
+CLIENT_TYPES = frozenset({"status", "predict", "schedule", "history", "ping", "eta", "report",
+                          "accuracy"})
+AGENT_TYPES = frozenset({"hello", "measurements", "records", "heartbeat"}) | CLIENT_TYPES
 _HOUR = 3600.0
 _WAKE = "inproc://ghs-manager-replies-{}"
 
@@ -211,7 +217,8 @@ class Manager:
                     body={"uptime_seconds": self.clock() - self.started,
                           "version": __version__}), version)
             elif isinstance(message, (StatusRequest, PredictRequest, ScheduleRequest,
-                                      HistoryRequest)):
+                                      HistoryRequest, EtaRequest, ReportRequest,
+                                      AccuracyRequest)):
                 self._enqueue(socket, incoming.routing, message)
             elif isinstance(message, (MeasurementBatch, Hello, Heartbeat, RecordBatch)):
                 # in arrival order, after this turn's hellos are committed
@@ -375,6 +382,17 @@ class Manager:
         if isinstance(message, HistoryRequest):
             return HistoryReply(request_id=message.request_id, body=host_history(
                 self.store, self.store.streams, message.host_id, message.since_seconds))
+        if isinstance(message, EtaRequest):
+            return EtaReply(request_id=message.request_id, body=self.queries.eta(
+                message.hosts, message.shares_seconds, message.fraction_done,
+                message.elapsed_seconds, message.distribution))
+        if isinstance(message, ReportRequest):
+            return ReportReply(request_id=message.request_id, body=self.store.track.report(
+                message.prediction_id, message.host, message.finished_epoch_seconds,
+                self.clock()))
+        if isinstance(message, AccuracyRequest):
+            return AccuracyReply(request_id=message.request_id, body=self.store.track.accuracy(
+                message.since_epoch_seconds or 0.0))
         return ScheduleReply(request_id=message.request_id, body=self.queries.schedule(
             message.work_seconds, message.hosts, message.distribution, message.partition,
             message.method, message.units, message.rho_max))

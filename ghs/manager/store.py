@@ -24,6 +24,7 @@ import sqlite_utils
 from ghs.errors import GhsError
 from ghs.manager.lock import DatabaseLock
 from ghs.manager.streams import Retention, StreamTables
+from ghs.manager.track import TrackTable
 from ghs.record import HostIdentity, identity_columns, measurement_columns
 
 MEASUREMENT_COLUMNS = tuple(measurement_columns())
@@ -65,6 +66,7 @@ class ManagerStore:
                     self._lock = DatabaseLock(self.path)
             self._create(self.db)
             self.streams = StreamTables(lambda: self.db, retention or Retention())
+            self.track = TrackTable(lambda: self.db)
         except (sqlite3.Error, OSError) as exc:
             self.close()
             raise StoreError(f"cannot open manager database {str(path)!r}: {exc}",
