@@ -176,7 +176,8 @@ class Client:
             hosts=tuple(hosts) if hosts else None, distribution=dist, partition=partition))
         return answer(_rebuild_prediction(body), "manager", excluded=_exclusions(body),
                       provisional=body.get("provisional", ()),
-                      prediction_id=body.get("prediction_id"))
+                      prediction_id=body.get("prediction_id"),
+                      served_epoch_seconds=body.get("served_epoch_seconds"))
 
     def schedule(self, work: float, method: str | None = None,
                  hosts: Sequence[str] | None = None, dist: str | None = None,
@@ -202,7 +203,8 @@ class Client:
                     elapsed_seconds=float(body["elapsed_seconds"]),
                     excluded=_exclusions(body))
         return answer(plan, "manager", provisional=body.get("provisional", ()),
-                      prediction_id=body.get("prediction_id"))
+                      prediction_id=body.get("prediction_id"),
+                      served_epoch_seconds=body.get("served_epoch_seconds"))
 
     def eta(self, plan: Any, progress: Mapping[str, float], *,
             elapsed_seconds: float | None = None, dist: str | None = None) -> Eta:

@@ -120,11 +120,14 @@ class QueryService:
         body["host_parameters"] = host_parameters(chosen, backlogs, described)
         body["excluded"] = [{"name": e.name, "reason": e.reason} for e in excluded]
         body["provisional"] = provisional
-        body["prediction_id"] = self._track(result, "predict")
+        self._track(result, "predict", body)
         return body
 
-    def _track(self, prediction: Prediction, kind: str) -> int:
-        return self.cache.store.track.record(prediction, self.clock(), kind)
+    def _track(self, prediction: Prediction, kind: str, body: dict[str, Any]) -> None:
+        """Record the answer in the track record; its id and serving time go in the body."""
+        served = self.clock()
+        body["prediction_id"] = self.cache.store.track.record(prediction, served, kind)
+        body["served_epoch_seconds"] = served
 
     def eta(self, hosts: Sequence[str], shares_seconds: Sequence[float],
             fraction_done: Sequence[float], elapsed_seconds: float | None = None,
@@ -164,5 +167,5 @@ class QueryService:
             plan.hosts, None if by_name is None else [by_name[h.name] for h in plan.hosts],
             described)
         body["provisional"] = provisional
-        body["prediction_id"] = self._track(plan.prediction, "schedule")
+        self._track(plan.prediction, "schedule", body)
         return body
