@@ -131,3 +131,38 @@ def test_eta_from_the_manager(manager_with_hosts, tmp_path):
     bad = _ghs(daemons, "eta", "--plan", str(path), "--manager", endpoint,
                "--progress", "nowhere=0.5")
     assert bad.returncode == 2 and "not in the plan" in bad.stderr
+
+
+def test_a_dask_run_reports_each_finished_share_and_its_eta(manager_with_hosts):
+    distributed = pytest.importorskip("distributed")
+    from ghs.adapters.dask import DivisibleRun
+    from ghs.config import load_config
+
+    daemons, endpoint = manager_with_hosts
+    snapshots = []
+    config = load_config(None, env={}, overrides={"adapters": {"eta_seconds": 0.0}})
+    with distributed.LocalCluster(n_workers=2, processes=False, threads_per_worker=1,
+                                  dashboard_address=None) as cluster, \
+            distributed.Client(cluster) as client:
+        names = sorted(info["name"] for info in client.scheduler_info()["workers"].values())
+        mapping = {str(name): host for name, host in zip(names, HOSTS)}
+        run = DivisibleRun(client, abs, range(-30, 0), work_per_item=600.0, manager=endpoint,
+                           worker_hosts=mapping, method="optimal", progress=snapshots.append,
+                           config=config)
+        results = run.run()
+    assert results == [abs(item) for item in range(-30, 0)]
+    # every snapshot with items left has an ETA from the manager; once all is done, none
+    left = [s for s in snapshots if s.items_done < s.items_total]
+    assert left and all(s.eta is not None for s in left), [(s.event, s.items_done)
+                                                         for s in left if s.eta is None]
+    assert snapshots[-1].eta is None
+    assert snapshots[0].eta.remaining.work == pytest.approx(30 * 600.0)
+    middle = snapshots[len(snapshots) // 2].eta
+    assert middle.remaining.work < 30 * 600.0 and middle.line().startswith("about ")
+    if len(run.plans) == 1:  # no re-plan: each host with items reported its share
+        planned = {name for name, n in run.plans[0].units(30).items() if n > 0}
+        assert {r["host"] for r in run.tracker.reports} == planned
+    with daemons.client(endpoint) as client:
+        result = client.accuracy()
+    assert result["overall"]["reports"] >= len(run.tracker.reports)
+    assert {row["name"] for row in result["hosts"]} == {r["host"] for r in run.tracker.reports}
