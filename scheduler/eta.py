@@ -87,9 +87,7 @@ def remaining(hosts: Sequence[Host], shares: Sequence[float] | Mapping[str, floa
                                    field="progress", value=None)
     if backlog is None:
         backlog = [Backlog.steady_state() for _ in hosts]
-    # predict checks that the shares sum to the work; the sum of floats may differ in the
-    # last bit from ``total`` computed another way, so pass the very sum
-    return predict(hosts, total, dist, shares=left, backlog=backlog)
+    return predict(hosts, total, dist, shares=left.tolist(), backlog=backlog)
 
 
 def _shares(names: list[str], shares: Sequence[float] | Mapping[str, float]) -> np.ndarray:
