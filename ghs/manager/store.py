@@ -24,7 +24,7 @@ import sqlite_utils
 from ghs.errors import GhsError
 from ghs.manager.lock import DatabaseLock
 from ghs.manager.streams import Retention, StreamTables
-from ghs.manager.track import TrackTable
+from ghs.manager.track import Outcome, TrackTable
 from ghs.record import HostIdentity, identity_columns, measurement_columns
 
 MEASUREMENT_COLUMNS = tuple(measurement_columns())
@@ -225,6 +225,11 @@ class ManagerStore:
                 "seconds) FROM measurements m WHERE m.host_id = measurements.host_id) - ? "
                 f"{where}", [keep_seconds, *args])
         return cursor.rowcount
+
+    def reported_outcomes(self, since_epoch_seconds: float = 0.0) -> list[Outcome]:
+        """Completion reports of host shares of predictions served since then: (host, launch
+        epoch, predicted mean, p50/p90/p95, realised seconds) each, for calibration."""
+        return self.track.outcomes(since_epoch_seconds)
 
     def close(self) -> None:
         db = getattr(self._local, "db", None)

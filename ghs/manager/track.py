@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -215,8 +215,3 @@ def summarise(outcomes: Sequence[Outcome]) -> dict[str, Any]:
             "mean_abs_error_seconds": float(np.mean(np.abs(means - realised))),
             "realised_over_predicted": float(realised.sum() / means.sum())
             if means.sum() > 0 else None}
-
-
-def outcome_rows(outcomes: Sequence[Outcome]) -> list[Mapping[str, Any]]:
-    """Outcomes as plain maps (for JSON)."""
-    return [dict(o.__dict__) for o in outcomes]
