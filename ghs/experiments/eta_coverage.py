@@ -27,6 +27,7 @@ from scheduler import Host, partition
 from scheduler.eta import remaining
 from scheduler.stops import Stops, poisson_streams, stop_runs, trace_streams
 from scheduler.workload import demand
+from sensors.templates import bin_edges_seconds
 
 FRACTIONS = (0.1, 0.5, 0.9)
 LEVELS = {"p50": 0.5, "p90": 0.9, "p95": 0.95}
@@ -36,12 +37,15 @@ POISSON_HOSTS = (Host("p1", lam=1 / 900, mu=1 / 300, sigma=450.0, rho=1 / 3, tau
                  Host("p3", lam=1 / 2000, mu=1 / 1000, sigma=1500.0, rho=0.5, tau=1.0))
 TRACE_UTILISATION = (0.2, 0.35, 0.5)
 MAX_RHO = 0.95
+_EDGES = np.asarray(bin_edges_seconds())
 
 
 def coverage(stops: Stops, hosts_per_run: Sequence[Sequence[Host]],
-             dist: str = "lognormal") -> dict[str, Any]:
+             dist: str = "lognormal",
+             templates_per_run: Sequence[Sequence[list]] | None = None) -> dict[str, Any]:
     """Coverage of p50/p90/p95, and the mean predicted against the mean true remaining time
-    (seconds), over the stopped runs."""
+    (seconds), over the stopped runs. ``templates_per_run[r][k]``: host k's demand templates
+    (as the manager stores them) in run r; none: the two-moment laws."""
     hits = {name: 0 for name in LEVELS}
     means = []
     for r, hosts in enumerate(hosts_per_run):
@@ -52,7 +56,8 @@ def coverage(stops: Stops, hosts_per_run: Sequence[Sequence[Host]],
             ages, _ = stops.jobs[r][k]
             running = {"jobs": [{"user": "owner", "command": "job", "cpu_seconds": float(a)}
                                 for a in ages]}
-            backlogs.append(host_backlog(host, running, [], fresh=True)[0])
+            templates = [] if templates_per_run is None else templates_per_run[r][k]
+            backlogs.append(host_backlog(host, running, templates, fresh=True)[0])
         law = remaining(hosts, stops.shares, fraction_done=fractions, backlog=backlogs,
                         dist=dist)
         truth = float(stops.remaining_seconds[r])
@@ -90,46 +95,60 @@ def poisson_family(runs: int, rng: np.random.Generator, *,
 def trace_family(log: JobLog, runs: int, rng: np.random.Generator, *,
                  fractions: Sequence[float] = FRACTIONS, work_seconds: float = 3 * 3600.0,
                  utilisation: Sequence[float] = TRACE_UTILISATION,
-                 dist: str = "lognormal") -> list[dict[str, Any]]:
-    """Coverage per stop fraction on workstations cut from ``log`` at random launches."""
+                 dist: str = "lognormal", past_seconds: float = DAY_SECONDS,
+                 templates: bool = True) -> list[dict[str, Any]]:
+    """Coverage per stop fraction on workstations cut from ``log`` at random launches; each
+    host's parameters (and, with ``templates``, its pooled demand histogram, as an agent
+    keeps it) are those of its jobs in the ``past_seconds`` before the launch."""
     cut = workstation_traces(log, len(utilisation), list(utilisation))
     first, last = float(log.submit_seconds[0]), float(log.submit_seconds[-1])
     tail = 10 * DAY_SECONDS
-    if last - first <= DAY_SECONDS + tail:
+    if last - first <= past_seconds + tail:
         raise GhsError(f"{log.source} is too short for the trace family", field="log",
                        value=log.source)
     rows = []
     for fraction in fractions:
-        launches = rng.uniform(first + DAY_SECONDS, last - tail, runs)
-        hosts_per_run = []
+        launches = rng.uniform(first + past_seconds, last - tail, runs)
+        hosts_per_run, templates_per_run = [], []
         for launch in launches:
-            hosts = []
+            hosts, pooled = [], []
             for k, trace in enumerate(cut.traces):
-                a, b = np.searchsorted(trace.arrival_seconds, [launch - DAY_SECONDS, launch])
+                a, b = np.searchsorted(trace.arrival_seconds, [launch - past_seconds, launch])
                 window = type(trace)(trace.arrival_seconds[a:b], trace.cpu_seconds[a:b])
-                hosts.append(_trace_host(f"w{k}", window))
+                hosts.append(_trace_host(f"w{k}", window, past_seconds))
+                pooled.append([pooled_template(window.cpu_seconds)] if templates else [])
             hosts_per_run.append(hosts)
+            templates_per_run.append(pooled)
         shares = partition(_mean_hosts(hosts_per_run), work_seconds)
         streams = [trace_streams(trace, launches, before_seconds=DAY_SECONDS,
                                  after_seconds=tail) for trace in cut.traces]
         stops = stop_runs(hosts_per_run[0], shares, streams, fraction)
         rows.append({"family": "trace", "fraction": fraction,
-                     **coverage(stops, hosts_per_run, dist)})
+                     **coverage(stops, hosts_per_run, dist, templates_per_run)})
     return rows
 
 
-def _trace_host(name: str, window: Any) -> Host:
-    """The 24-hour parameters of a workstation (``ghs.traces.trace_host``; a day with no job
-    is an idle host, a day busier than the model admits is held just under saturation)."""
+def _trace_host(name: str, window: Any, span_seconds: float) -> Host:
+    """A workstation's parameters over a span (``ghs.traces.trace_host``; a span with no job
+    is an idle host, one busier than the model admits is held just under saturation)."""
     cpu = window.cpu_seconds
     if len(window) == 0 or cpu.sum() <= 0:
         return Host(name, lam=0.0, mu=1.0, sigma=0.0, rho=0.0, tau=1.0)
-    rho = float(cpu.sum() / DAY_SECONDS)
+    rho = float(cpu.sum() / span_seconds)
     if rho < MAX_RHO:
-        return trace_host(name, window, DAY_SECONDS)
-    lam = len(window) / DAY_SECONDS * MAX_RHO / rho
+        return trace_host(name, window, span_seconds)
+    lam = len(window) / span_seconds * MAX_RHO / rho
     return Host(name, lam=lam, mu=1.0 / float(cpu.mean()), sigma=float(cpu.std()), rho=MAX_RHO,
                 tau=1.0)
+
+
+def pooled_template(cpu_seconds: np.ndarray) -> dict[str, Any]:
+    """Past demands (seconds) as the manager stores a host's pooled template: sparse counts
+    over the sensors' bins."""
+    index = np.clip(np.searchsorted(_EDGES, cpu_seconds, side="right") - 1, 0, _EDGES.size - 2)
+    counts = np.bincount(index, minlength=_EDGES.size - 1)
+    return {"scope": "pooled", "user": None, "command": None,
+            "bins": [[int(i), float(counts[i])] for i in np.flatnonzero(counts)]}
 
 
 def _mean_hosts(hosts_per_run: Sequence[Sequence[Host]]) -> list[Host]:
