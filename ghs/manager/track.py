@@ -72,19 +72,22 @@ class Outcome:
 def host_laws(prediction: Prediction) -> dict[str, dict[str, float]]:
     """Each used host's mean and p50/p90/p95 (seconds) of its own completion time."""
     means, _ = prediction.host_moments()
-    used = prediction.shares > 0
+    used = np.flatnonzero(prediction.shares > 0)
     top = max(prediction.quantiles["p99"], 1e-9) * 1.5
     # each host finishes no later than the task, so its quantiles lie below the task's p99
     grid = np.concatenate([[0.0], np.geomspace(top * 1e-6, top, 2048)])
-    cdf = np.maximum.accumulate(prediction.host_cdf(grid), axis=1)
-    laws = {}
-    for k in np.flatnonzero(used):
-        row = {"mean": float(means[k])}
-        for name, level in LEVELS.items():
-            index = int(np.searchsorted(cdf[k], level))
-            row[name] = float(grid[min(index, grid.size - 1)])
-        laws[prediction.hosts[k]] = row
-    return laws
+    cdf = np.maximum.accumulate(prediction.host_cdf(grid)[used], axis=1)
+    levels = np.array(list(LEVELS.values()))
+    # linear interpolation between the grid points around each level, all hosts at once
+    upper = np.minimum((cdf[:, :, None] < levels).sum(axis=1), grid.size - 1)
+    lower = np.maximum(upper - 1, 0)
+    rows = np.arange(used.size)[:, None]
+    c0, c1 = cdf[rows, lower], cdf[rows, upper]
+    step = np.where(c1 > c0, (levels - c0) / np.where(c1 > c0, c1 - c0, 1.0), 1.0)
+    points = grid[lower] + np.clip(step, 0.0, 1.0) * (grid[upper] - grid[lower])
+    return {prediction.hosts[k]: {"mean": float(means[k]),
+                                  **dict(zip(LEVELS, map(float, points[i])))}
+            for i, k in enumerate(used)}
 
 
 class TrackTable:

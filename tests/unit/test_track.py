@@ -66,3 +66,22 @@ def test_bad_reports_have_their_own_codes(store):
             store.track.report(*args, 1.0)
         assert caught.value.code == code and "\n" not in str(caught.value)
     assert store.track.accuracy()["overall"]["reports"] == 1
+
+
+def test_each_hosts_recorded_quantiles_match_the_simulator():
+    """The per-host laws stored with a prediction (several core groups per host when jobs
+    are running on some cores) against each host's simulated completion."""
+    import numpy as np
+
+    from scheduler import simulate
+
+    hosts = (Host("a", lam=1 / 200, mu=1 / 200, sigma=200.0, rho=0.5, tau=1.0, cores=2),
+             Host("b", lam=1 / 900, mu=1 / 300, sigma=300.0, rho=1 / 3, tau=1.0))
+    prediction = predict(hosts, 4000.0, backlog=[Backlog.exact([600.0]), Backlog.idle()])
+    laws = host_laws(prediction)
+    result = simulate(hosts, prediction.shares, runs=6000, rng=np.random.default_rng(5),
+                      service="lognormal", running_jobs=[[600.0], None])
+    for k, host in enumerate(hosts):
+        simulated = np.quantile(result.host_completion_seconds[:, k], [0.5, 0.9])
+        assert laws[host.name]["p50"] == pytest.approx(simulated[0], rel=0.05)
+        assert laws[host.name]["p90"] == pytest.approx(simulated[1], rel=0.05)
