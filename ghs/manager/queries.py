@@ -13,9 +13,20 @@ from ghs.config import SchedulerConfig
 from ghs.errors import GhsError
 from ghs.manager.estimates import EstimateCache, HostState
 from ghs.manager.state import host_backlog
+from protocol import (
+    AccuracyReply,
+    AccuracyRequest,
+    EtaReply,
+    EtaRequest,
+    Message,
+    ReportReply,
+    ReportRequest,
+)
 from scheduler import Backlog, Host, Prediction, predict, schedule
 from scheduler.eta import remaining
 from scheduler.selection import Exclusion
+
+TRACKING_REQUESTS = (EtaRequest, ReportRequest, AccuracyRequest)
 
 
 class UnknownHostError(GhsError):
@@ -148,6 +159,21 @@ class QueryService:
         body["provisional"] = provisional
         body["time"] = self.clock()
         return body
+
+    def tracking_reply(self, message: Message) -> Message:
+        """The answer to an eta, report or accuracy request (see ghs.manager.track)."""
+        track = self.cache.store.track
+        if isinstance(message, EtaRequest):
+            return EtaReply(request_id=message.request_id, body=self.eta(
+                message.hosts, message.shares_seconds, message.fraction_done,
+                message.elapsed_seconds, message.distribution))
+        if isinstance(message, ReportRequest):
+            return ReportReply(request_id=message.request_id, body=track.report(
+                message.prediction_id, message.host, message.finished_epoch_seconds,
+                self.clock()))
+        assert isinstance(message, AccuracyRequest)
+        return AccuracyReply(request_id=message.request_id,
+                             body=track.accuracy(message.since_epoch_seconds or 0.0))
 
     def schedule(self, work_seconds: float, hosts: Sequence[str] | None = None,
                  distribution: str | None = None, partition: str | None = None,

@@ -26,19 +26,15 @@ import zmq
 from ghs import __version__
 from ghs.manager.history import host_history
 from ghs.manager.identity import HostBindings
-from ghs.manager.queries import QueryService
+from ghs.manager.queries import TRACKING_REQUESTS, QueryService
 from ghs.manager.store import HostFacts, ManagerStore
 from ghs.record import HostIdentity, stored_rows
 from protocol import (
     DEFAULT_LIMITS,
     PROTOCOL_VERSION,
-    AccuracyReply,
-    AccuracyRequest,
     Ack,
     Authenticator,
     ErrorReply,
-    EtaReply,
-    EtaRequest,
     Heartbeat,
     Hello,
     HistoryReply,
@@ -51,8 +47,6 @@ from protocol import (
     PredictReply,
     PredictRequest,
     RecordBatch,
-    ReportReply,
-    ReportRequest,
     ScheduleReply,
     ScheduleRequest,
     StatusReply,
@@ -217,8 +211,7 @@ class Manager:
                     body={"uptime_seconds": self.clock() - self.started,
                           "version": __version__}), version)
             elif isinstance(message, (StatusRequest, PredictRequest, ScheduleRequest,
-                                      HistoryRequest, EtaRequest, ReportRequest,
-                                      AccuracyRequest)):
+                                      HistoryRequest, *TRACKING_REQUESTS)):
                 self._enqueue(socket, incoming.routing, message)
             elif isinstance(message, (MeasurementBatch, Hello, Heartbeat, RecordBatch)):
                 # in arrival order, after this turn's hellos are committed
@@ -382,17 +375,8 @@ class Manager:
         if isinstance(message, HistoryRequest):
             return HistoryReply(request_id=message.request_id, body=host_history(
                 self.store, self.store.streams, message.host_id, message.since_seconds))
-        if isinstance(message, EtaRequest):
-            return EtaReply(request_id=message.request_id, body=self.queries.eta(
-                message.hosts, message.shares_seconds, message.fraction_done,
-                message.elapsed_seconds, message.distribution))
-        if isinstance(message, ReportRequest):
-            return ReportReply(request_id=message.request_id, body=self.store.track.report(
-                message.prediction_id, message.host, message.finished_epoch_seconds,
-                self.clock()))
-        if isinstance(message, AccuracyRequest):
-            return AccuracyReply(request_id=message.request_id, body=self.store.track.accuracy(
-                message.since_epoch_seconds or 0.0))
+        if isinstance(message, TRACKING_REQUESTS):
+            return self.queries.tracking_reply(message)
         return ScheduleReply(request_id=message.request_id, body=self.queries.schedule(
             message.work_seconds, message.hosts, message.distribution, message.partition,
             message.method, message.units, message.rho_max))
