@@ -1,8 +1,9 @@
 """The performance data protocol: messages, codec, validation and ZeroMQ helpers.
 
 Depends only on msgpack, pyzmq and the standard library. Message schemas are documented in
-``protocol.messages`` (agent <-> manager) and ``protocol.queries`` (client <-> manager); limits
-in ``protocol.limits``; error codes in ``protocol.errors``.
+``protocol.messages`` (agent <-> manager), ``protocol.queries`` and ``protocol.tracking``
+(client <-> manager: a running task's ETA, completion reports, the track record); limits in
+``protocol.limits``; error codes in ``protocol.errors``.
 """
 
 from protocol.codec import MESSAGE_TYPES, REPLY_TYPES, REQUEST_TYPES, decode, encode
