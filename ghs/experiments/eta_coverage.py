@@ -166,3 +166,29 @@ def _mean_hosts(hosts_per_run: Sequence[Sequence[Host]]) -> list[Host]:
 def _horizon(hosts: Sequence[Host], shares: np.ndarray) -> float:
     """Seconds of local stream after the launch: far beyond any host's completion."""
     return float(max(40.0 * share / (h.tau * (1 - h.rho)) for h, share in zip(hosts, shares)))
+
+
+def run(size: int = 1000, seed: int = 7, *, logs: Sequence[JobLog] = ()) -> dict[str, Any]:
+    """The Poisson family and one trace family per log, ``size`` stopped tasks a fraction."""
+    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+        raise GhsError(f"size must be a whole number >= 1, got {size!r}", field="size",
+                       value=size)
+    rng = np.random.default_rng(seed)
+    rows = poisson_family(size, rng)
+    for log in logs:
+        rows += [{**row, "family": f"trace {log.source}"} for row in trace_family(log, size, rng)]
+    return {"size": size, "seed": seed, "rows": rows}
+
+
+def show(console: Any, result: dict[str, Any]) -> None:
+    """A table: coverage of p50/p90/p95 per family and stop fraction."""
+    from rich.table import Table
+
+    table = Table(title=f"Remaining-time law against simulated continuations "
+                        f"({result['size']} stopped tasks a row)")
+    for column in ("hosts", "stopped at", "<= p50", "<= p90", "<= p95"):
+        table.add_column(column, justify="left" if column == "hosts" else "right")
+    for row in result["rows"]:
+        table.add_row(row["family"], f"{100 * row['fraction']:.0f}%",
+                      *(f"{100 * row[name]:.1f}%" for name in LEVELS))
+    console.print(table)

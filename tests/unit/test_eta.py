@@ -160,3 +160,13 @@ def test_local_eta_and_the_command(tmp_path):
     bad = runner.invoke(main, ["eta", "--plan", str(plan), "--hosts-file", str(hosts_file),
                                "--progress", "a=2"])
     assert bad.exit_code == 2 and "must be in [0, 1]" in bad.output
+
+
+def test_the_coverage_experiment_runs_from_the_command_line():
+    done = CliRunner().invoke(main, ["experiment", "eta-coverage", "--size", "10", "--json"])
+    assert done.exit_code == 0, done.output
+    rows = json.loads(done.output)["rows"]
+    assert [(row["family"], row["fraction"]) for row in rows] == [
+        ("poisson", 0.1), ("poisson", 0.5), ("poisson", 0.9)]
+    assert all(row["runs"] == 10 and 0 <= row["p50"] <= row["p90"] <= row["p95"] <= 1
+               for row in rows)
