@@ -84,12 +84,16 @@ def model_assumptions(prediction: Prediction, source: str) -> Assumptions:
 
 @dataclass(frozen=True)
 class Answer:
-    """A Prediction or a Plan with the hosts left out, the provisional ones and the premises."""
+    """A Prediction or a Plan with the hosts left out, the provisional ones and the premises;
+    ``prediction_id`` and ``served_epoch_seconds``: the manager's track-record id of the
+    answer and when it was served (None when computed locally)."""
 
     result: Prediction | Plan
     excluded: tuple[Exclusion, ...]
     provisional: frozenset[str]
     assumptions: Assumptions
+    prediction_id: int | None = None
+    served_epoch_seconds: float | None = None
 
     @property
     def prediction(self) -> Prediction:
@@ -105,15 +109,19 @@ class Answer:
             row["provisional"] = row["name"] in self.provisional
         payload["excluded"] = [{"name": e.name, "reason": e.reason} for e in self.excluded]
         payload["assumptions"] = self.assumptions.to_dict()
+        if self.prediction_id is not None:
+            payload["prediction_id"] = self.prediction_id
+            payload["served_epoch_seconds"] = self.served_epoch_seconds
         return payload
 
 
 def answer(result: Prediction | Plan, source: str, *, excluded: Iterable[Exclusion] = (),
-           provisional: Iterable[str] = ()) -> Answer:
+           provisional: Iterable[str] = (), prediction_id: int | None = None,
+           served_epoch_seconds: float | None = None) -> Answer:
     """``result`` with what it rests on; a Plan's own exclusions come first."""
     prediction = result.prediction if isinstance(result, Plan) else result
     own = tuple(result.excluded) if isinstance(result, Plan) else ()
     seen = {e.name for e in own}
     extra = tuple(e for e in excluded if e.name not in seen)
     return Answer(result, own + extra, frozenset(provisional),
-                  model_assumptions(prediction, source))
+                  model_assumptions(prediction, source), prediction_id, served_epoch_seconds)

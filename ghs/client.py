@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,16 +17,20 @@ import zmq
 
 from ghs.answers import Answer, answer
 from ghs.errors import GhsError
+from ghs.eta import Eta, check_progress, plan_shares
 from protocol import (
     DEFAULT_LIMITS,
+    AccuracyRequest,
     BacktestRequest,
     ErrorReply,
+    EtaRequest,
     HistoryRequest,
     KeyPair,
     Limits,
     PingRequest,
     PredictRequest,
     ProtocolError,
+    ReportRequest,
     ScheduleRequest,
     StatusRequest,
     connect_dealer,
@@ -173,7 +177,9 @@ class Client:
             request_id=next(self._ids), work_seconds=float(work),
             hosts=tuple(hosts) if hosts else None, distribution=dist, partition=partition))
         return answer(_rebuild_prediction(body), "manager", excluded=_exclusions(body),
-                      provisional=body.get("provisional", ()))
+                      provisional=body.get("provisional", ()),
+                      prediction_id=body.get("prediction_id"),
+                      served_epoch_seconds=body.get("served_epoch_seconds"))
 
     def schedule(self, work: float, method: str | None = None,
                  hosts: Sequence[str] | None = None, dist: str | None = None,
@@ -198,7 +204,43 @@ class Client:
                     method=body["method"], evaluations=int(body["evaluations"]),
                     elapsed_seconds=float(body["elapsed_seconds"]),
                     excluded=_exclusions(body))
-        return answer(plan, "manager", provisional=body.get("provisional", ()))
+        return answer(plan, "manager", provisional=body.get("provisional", ()),
+                      prediction_id=body.get("prediction_id"),
+                      served_epoch_seconds=body.get("served_epoch_seconds"))
+
+    def eta(self, plan: Any, progress: Mapping[str, float], *,
+            elapsed_seconds: float | None = None, dist: str | None = None) -> Eta:
+        """The law of the remaining time of a running task (seconds from now).
+
+        ``plan``: a Plan, an Answer, a Prediction, the JSON of ``ghs schedule|predict --json``
+        or a map host -> share (reference-CPU-seconds); ``progress``: fraction done per host
+        (in [0, 1]; hosts left out have done nothing); ``elapsed_seconds``: since the launch.
+        The manager answers from each host's current state (latest snapshot, else steady
+        state) and its current estimates.
+        """
+        names, shares = plan_shares(plan)
+        fractions = check_progress(names, progress)
+        body = self._ask(EtaRequest(
+            request_id=next(self._ids), hosts=tuple(names), shares_seconds=tuple(shares),
+            fraction_done=tuple(fractions[n] for n in names),
+            elapsed_seconds=None if elapsed_seconds is None else float(elapsed_seconds),
+            distribution=dist))
+        return Eta(_rebuild_prediction(body), fractions, elapsed_seconds, "manager")
+
+    def report(self, prediction_id: int, finished_epoch_seconds: float,
+               host: str | None = None) -> dict[str, Any]:
+        """Say when ``host``'s share (None: the whole task) of a served prediction finished
+        (epoch seconds); returns {"prediction_id", "host", "realised_seconds"}."""
+        return self._ask(ReportRequest(request_id=next(self._ids),
+                                       prediction_id=int(prediction_id),
+                                       finished_epoch_seconds=float(finished_epoch_seconds),
+                                       host=host))
+
+    def accuracy(self, since_epoch_seconds: float | None = None) -> dict[str, Any]:
+        """Realised coverage of p50/p90 and mean |error| of the served predictions reported
+        since then, per host, of whole tasks and overall (the JSON of ``ghs accuracy``)."""
+        return self._ask(AccuracyRequest(request_id=next(self._ids),
+                                         since_epoch_seconds=since_epoch_seconds))
 
     def backtest(self, hosts: Sequence[str] | None = None,
                  work_seconds: Sequence[float] | None = None,

@@ -220,6 +220,11 @@ class AdaptersConfig:
     worker_nthreads: int = setting(1, low=1, high=1024, help="threads of a `ghs worker`")
     condor_work_seconds: float = setting(3600.0, low=1.0, duration=True,
                                          help="task size behind GhsP90SecondsPerHourOfWork")
+    eta_seconds: float = setting(5.0, low=0.0, high=3600.0, duration=True,
+                                 help="least time between two ETAs of a running Dask task "
+                                      "(0: after every item)")
+    report_completions: bool = setting(True, help="a Dask run reports each host's finished "
+                                                  "share to the manager's track record")
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,9 @@
 """The performance data protocol: messages, codec, validation and ZeroMQ helpers.
 
 Depends only on msgpack, pyzmq and the standard library. Message schemas are documented in
-``protocol.messages`` (agent <-> manager) and ``protocol.queries`` (client <-> manager); limits
-in ``protocol.limits``; error codes in ``protocol.errors``.
+``protocol.messages`` (agent <-> manager), ``protocol.queries`` and ``protocol.tracking``
+(client <-> manager: a running task's ETA, completion reports, the track record); limits in
+``protocol.limits``; error codes in ``protocol.errors``.
 """
 
 from protocol.codec import MESSAGE_TYPES, REPLY_TYPES, REQUEST_TYPES, decode, encode
@@ -81,6 +82,14 @@ from protocol.sockets import (
     send_reply,
 )
 from protocol.streams import TEMPLATE_SCOPES, RecordBatch, parse_record, stream_record
+from protocol.tracking import (
+    AccuracyReply,
+    AccuracyRequest,
+    EtaReply,
+    EtaRequest,
+    ReportReply,
+    ReportRequest,
+)
 
 __all__ = [
     "DEFAULT_LIMITS",
@@ -95,12 +104,16 @@ __all__ = [
     "SUPPORTED_VERSIONS",
     "TEMPLATE_SCOPES",
     "ZAP_DOMAIN",
+    "AccuracyReply",
+    "AccuracyRequest",
     "Ack",
     "Authenticator",
     "BacktestReply",
     "BacktestRequest",
     "EndpointError",
     "ErrorReply",
+    "EtaReply",
+    "EtaRequest",
     "Heartbeat",
     "Hello",
     "HistoryReply",
@@ -123,6 +136,8 @@ __all__ = [
     "PredictRequest",
     "ProtocolError",
     "RecordBatch",
+    "ReportReply",
+    "ReportRequest",
     "RequestTimeoutError",
     "ScheduleReply",
     "ScheduleRequest",

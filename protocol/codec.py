@@ -48,12 +48,21 @@ from protocol.queries import (
     StatusRequest,
 )
 from protocol.streams import RecordBatch
+from protocol.tracking import (
+    AccuracyReply,
+    AccuracyRequest,
+    EtaReply,
+    EtaRequest,
+    ReportReply,
+    ReportRequest,
+)
 
 MESSAGE_TYPES: Mapping[str, type[Message]] = {
     cls.TYPE: cls for cls in (
         Hello, MeasurementBatch, Heartbeat, StatusRequest, PredictRequest, ScheduleRequest,
         RecordBatch, HistoryRequest, PingRequest, Ack, StatusReply, PredictReply,
-        ScheduleReply, HistoryReply, PingReply, ErrorReply, BacktestRequest, BacktestReply)
+        ScheduleReply, HistoryReply, PingReply, ErrorReply, BacktestRequest, BacktestReply,
+        EtaRequest, ReportRequest, AccuracyRequest, EtaReply, ReportReply, AccuracyReply)
 }
 REQUEST_TYPES = frozenset(name for name, cls in MESSAGE_TYPES.items() if not cls.IS_REPLY)
 """What the manager accepts."""

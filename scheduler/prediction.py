@@ -77,7 +77,10 @@ class Prediction:
         per_server = completion.servers_log_cdf(self._host_servers, flat)[0]
         mult = self._host_servers.mult[0]
         # a host's share finishes when all of its cores' parts do: F_k to the power of cores
-        return np.exp(np.where(mult > 0, mult * per_server, 0.0)).T
+        log_cdf = np.where(mult > 0, mult * per_server, 0.0).T
+        # a backlog mixture has several core groups per host, laid out host by host
+        groups = log_cdf.shape[0] // len(self.hosts)
+        return np.exp(log_cdf.reshape(len(self.hosts), groups, -1).sum(axis=1))
 
     def host_moments(self) -> tuple[np.ndarray, np.ndarray]:
         """(mean, std) of each host's own completion time (the max over its cores)."""

@@ -36,6 +36,7 @@ from ghs.adapters.dask_workers import HostWorkers, map_workers
 from ghs.adapters.errors import AdapterError
 from ghs.adapters.planner import PlanSource, host_p90_seconds
 from ghs.adapters.progress import LOG, HostProgress, Reporter, RunProgress, reporter_for
+from ghs.adapters.tracking import RunTracker
 from ghs.config import Config, load_config
 from scheduler import Plan
 
@@ -83,7 +84,8 @@ class DivisibleRun:
 
     After ``run()``: ``plan`` (the first plan), ``plans`` (every plan made), ``events``,
     ``host_of_item`` (the host each item finished on), ``speed_factors`` (observed over
-    predicted pace of the hosts found behind) and ``elapsed_seconds``.
+    predicted pace of the hosts found behind), ``elapsed_seconds`` and ``tracker`` (its
+    completion ``reports`` to the manager and ``last_eta``).
     """
 
     def __init__(self, client: Any, func: Callable[[Any], Any], items: Iterable[Any], *,
@@ -143,6 +145,10 @@ class DivisibleRun:
         if not self.items:
             return []
         self._source = PlanSource(self.config, **self._source_args)
+        self.tracker = RunTracker(self._source, work_per_item=self.work_per_item,
+                                  eta_seconds=self.config.adapters.eta_seconds,
+                                  report=self.config.adapters.report_completions,
+                                  clock=self.clock)
         close_reporter = _nothing
         try:
             self._reporter, close_reporter = reporter_for(self._progress)
@@ -206,6 +212,7 @@ class DivisibleRun:
             position += count
         totals = {name: len(host.queue) + len(host.in_flight)
                   for name, host in self._hosts.items()}
+        self.tracker.planned(self._source.last_prediction_id, totals)
         p90 = host_p90_seconds(plan, totals, self.work_per_item)
         now = self._now()
         for name, host in self._hosts.items():
@@ -268,6 +275,8 @@ class DivisibleRun:
             self.host_of_item[index] = name
             host.done += 1
             host.segment_done += 1
+            if not (host.queue or host.in_flight):
+                self.tracker.host_finished(name)
             self._report("item")
             return
         error = future.exception() if future.status == "error" else None
@@ -381,8 +390,11 @@ class DivisibleRun:
                                    host.done + len(host.in_flight) + len(host.queue),
                                    len(host.in_flight), host.state)
                       for name, host in self._hosts.items())
+        eta = self.tracker.eta({name: (host.segment_done, host.segment_total)
+                                for name, host in self._hosts.items()},
+                               force=event in ("start", "replan"))
         self._reporter(RunProgress(event, self._now(), hosts, self.plans[-1],
-                                   len(self.plans) - 1, self._done_count, len(self.items)))
+                                   len(self.plans) - 1, self._done_count, len(self.items), eta))
 
 
 def _nothing() -> None:

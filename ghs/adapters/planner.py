@@ -13,6 +13,7 @@ from typing import Any
 
 from ghs.adapters.errors import AdapterError
 from ghs.config import Config
+from ghs.eta import Eta, local_eta
 from ghs.hostfile import HostList, load_hosts
 from ghs.planning import schedule_hosts
 from scheduler import Plan, predict
@@ -35,6 +36,8 @@ class PlanSource:
         self._client = None
         self._own_client = False
         self._host_list: HostList | None = None
+        # the manager's track-record id of the latest plan it served (None: made here)
+        self.last_prediction_id: int | None = None
         if hosts_file is not None:
             self._host_list = (hosts_file if isinstance(hosts_file, HostList)
                                else load_hosts(Path(hosts_file)))
@@ -67,16 +70,36 @@ class PlanSource:
         if not names:
             raise AdapterError("no hosts left to plan on", field="hosts", value=())
         factors = {name: f for name, f in (speed_factors or {}).items() if f != 1.0}
+        self.last_prediction_id = None
         if not factors:
             if self._host_list is not None:
                 return schedule_hosts(self._host_list, work_seconds, self.config,
                                       names=tuple(names), method=self.method).result
-            return self._client.schedule(work_seconds, self.method, hosts=tuple(names))
+            answer = self._client.schedule_answer(work_seconds, self.method, hosts=tuple(names))
+            self.last_prediction_id = answer.prediction_id
+            return answer.result
         hosts = (self._host_list.select(tuple(names)).hosts if self._host_list is not None
                  else tuple(h for h in self._client.hosts() if h.name in set(names)))
         corrected = tuple(replace(h, tau=h.tau * factors.get(h.name, 1.0)) for h in hosts)
         return schedule_hosts(HostList(corrected, ()), work_seconds, self.config,
                               method=self.method).result
+
+
+    def eta(self, shares: Mapping[str, float], fractions: Mapping[str, float]) -> Eta:
+        """The remaining-time law of ``shares`` (reference-CPU-seconds per host) with the
+        ``fractions`` done: the manager's (hosts' current state) or the host file's."""
+        if self._host_list is not None:
+            return local_eta(self._host_list.hosts, dict(shares), fractions,
+                             dist=self.config.scheduler.distribution)
+        return self._client.eta(dict(shares), fractions)
+
+    def report(self, prediction_id: int, finished_epoch_seconds: float,
+               host: str | None) -> dict[str, Any]:
+        """Tell the manager when ``host``'s share of a served prediction finished."""
+        if self._client is None:
+            raise AdapterError("reports go to a manager; this run plans from a host file",
+                               field="manager", value=None)
+        return self._client.report(prediction_id, finished_epoch_seconds, host)
 
 
 def host_p90_seconds(plan: Plan, units: dict[str, int], work_per_item: float

@@ -1,8 +1,8 @@
 """Progress of a divisible run: snapshots per host, and the reporters that show them.
 
 A reporter is any callable taking a ``RunProgress``; ``reporter_for`` picks a rich progress
-bar on a terminal and log lines otherwise, so a later ETA (remaining-time law from per-host
-done/total and elapsed seconds) can be hooked in the same way.
+bar on a terminal and log lines otherwise. A snapshot carries the run's latest ETA (the
+remaining-time law of the current plan, see ghs.adapters.tracking), which both show.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ class HostProgress:
 class RunProgress:
     """A snapshot of a run: per-host progress, seconds since the start, the current plan and
     the number of re-plans so far; ``event`` says what triggered it ("start", "item",
-    "replan", "end")."""
+    "replan", "end"); ``eta``: the latest remaining-time law (a ghs.eta.Eta) or None."""
 
     event: str
     elapsed_seconds: float
@@ -43,6 +43,7 @@ class RunProgress:
     replans: int
     items_done: int
     items_total: int
+    eta: Any = None  # ghs.eta.Eta of the remaining time, when one is known
 
 
 Reporter = Callable[[RunProgress], None]
@@ -81,8 +82,9 @@ class _LogLines:
         hosts = ", ".join(f"{h.name} {h.done}/{h.total}" + ("" if h.state == "running"
                                                              else f" ({h.state})")
                           for h in snapshot.hosts)
-        LOG.info("ghs %s: %d/%d items after %.1f s [%s]", snapshot.event, snapshot.items_done,
-                 snapshot.items_total, snapshot.elapsed_seconds, hosts)
+        eta = "" if snapshot.eta is None else f"; ETA {snapshot.eta.line()}"
+        LOG.info("ghs %s: %d/%d items after %.1f s [%s]%s", snapshot.event,
+                 snapshot.items_done, snapshot.items_total, snapshot.elapsed_seconds, hosts, eta)
 
 
 class _RichBar:
@@ -99,7 +101,8 @@ class _RichBar:
         self._bar.start()
 
     def __call__(self, snapshot: RunProgress) -> None:
-        rows = [("all hosts", snapshot.items_done, snapshot.items_total, "")]
+        eta = "" if snapshot.eta is None else f" (ETA {snapshot.eta.line()})"
+        rows = [("all hosts", snapshot.items_done, snapshot.items_total, eta)]
         rows += [(h.name, h.done, h.total, "" if h.state == "running" else f" ({h.state})")
                  for h in snapshot.hosts]
         for name, done, total, note in rows:

@@ -30,6 +30,9 @@ COMMANDS = {
     "worker": "ghs.cli.adapters:worker",
     "condor-attrs": "ghs.cli.adapters:condor_attrs",
     "backtest": "ghs.cli.backtest:backtest",
+    "eta": "ghs.cli.tracking:eta",
+    "report": "ghs.cli.tracking:report",
+    "accuracy": "ghs.cli.tracking:accuracy",
 }
 
 

@@ -195,3 +195,22 @@ def sampling_cost(ctx, size, seed, plot_path, as_json):
     result = study.run(size=size, seed=seed,
                        sampling=Sampling.from_config(config_from(ctx).sensor))
     _render(study, result, as_json, plot_path)
+
+
+@experiment.command("eta-coverage")
+@click.option("--size", type=click.IntRange(min=10), default=1000, show_default=True,
+              help="Stopped tasks per family and stop fraction.")
+@click.option("--seed", type=int, default=7, show_default=True, help="Random seed.")
+@click.option("--trace", "trace_paths", type=click.Path(dir_okay=False), multiple=True,
+              help="Also a trace family from this SWF or CSV log (repeatable).")
+@json_option
+def eta_coverage(size, seed, trace_paths, as_json):
+    """How often the ETA's p50/p90/p95 cover tasks stopped at 10%, 50% and 90%."""
+    from ghs.experiments import eta_coverage as study
+    from ghs.traces import read_log
+
+    result = study.run(size, seed, logs=[read_log(path) for path in trace_paths])
+    if as_json:
+        emit_json(result)
+    else:
+        study.show(console(), result)

@@ -239,11 +239,17 @@ class Calibration:
         values = found.value.reshape(-1, 2)
         hosts, starts, described = [], [], []
         for k, (day, backlog) in enumerate(zip(days, backlogs)):
-            choice = self.weights.describe(int(choices[k]))
+            # the record's choice applies to a start holding running jobs; a steady-state or
+            # empty start is kept as it is, under the load of new arrivals
+            busy = backlog.kind == "jobs" and bool(backlog.job_means)
+            choice = self.weights.describe(int(choices[k])) if busy else {"start": "as-is"}
             carried = choice["start"] == "carried" or backlog.kind == "idle"
             hosts.append(starts_of(day, values[k], arrivals_only=not carried))
-            starts.append(Backlog.idle() if choice["start"] == "carried"
-                          else backlog.weighted(choice["weight"]))
+            if choice["start"] == "carried":
+                # the running jobs are in the measured load forecast instead of a backlog
+                starts.append(replace(Backlog.idle(), source="snapshot"))
+            else:
+                starts.append(backlog.weighted(choice.get("weight", 1.0)))
             described.append({
                 "start": choice, "scored_launches": int(self.weights.scored[tracks[k].row]),
                 "forecast": {"lam_per_second": _forecaster(found, 2 * k),

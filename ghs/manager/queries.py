@@ -1,4 +1,8 @@
-"""Answers to status, predict and schedule queries, from the current host estimates."""
+"""Answers to status, predict, schedule and eta queries, from the current host estimates.
+
+Every predict and schedule answer is recorded in the track record (ghs.manager.track) and
+carries its ``prediction_id``.
+"""
 
 from __future__ import annotations
 
@@ -14,9 +18,21 @@ from ghs.manager.calibration import Calibration
 from ghs.manager.estimates import EstimateCache, HostState
 from ghs.manager.record_view import manager_backtest
 from ghs.manager.state import host_backlog
-from scheduler import Backlog, Host, predict, schedule
+from protocol import (
+    AccuracyReply,
+    AccuracyRequest,
+    EtaReply,
+    EtaRequest,
+    Message,
+    ReportReply,
+    ReportRequest,
+)
+from scheduler import Backlog, Host, Prediction, predict, schedule
 from scheduler.calibrated import calibrated_prediction
+from scheduler.eta import remaining
 from scheduler.selection import Exclusion
+
+TRACKING_REQUESTS = (EtaRequest, ReportRequest, AccuracyRequest)
 
 
 class UnknownHostError(GhsError):
@@ -194,7 +210,49 @@ class QueryService:
         body["predictor"] = self.settings.predictor
         body["excluded"] = [{"name": e.name, "reason": e.reason} for e in excluded]
         body["provisional"] = provisional
+        self._track(result, "predict", body)
         return body
+
+    def _track(self, prediction: Prediction, kind: str, body: dict[str, Any]) -> None:
+        """Record the answer in the track record; its id and serving time go in the body."""
+        served = self.clock()
+        body["prediction_id"] = self.cache.store.track.record(prediction, served, kind)
+        body["served_epoch_seconds"] = served
+
+    def eta(self, hosts: Sequence[str], shares_seconds: Sequence[float],
+            fraction_done: Sequence[float], elapsed_seconds: float | None = None,
+            distribution: str | None = None) -> dict[str, Any]:
+        """The remaining-time law of a running task from each host's state now (its latest
+        fresh running snapshot, else its steady state)."""
+        chosen, _, provisional = self._usable(hosts)
+        backlogs, described = self.backlogs(chosen)
+        if backlogs is None:  # an idle start means nothing in the middle of a run
+            backlogs = [Backlog.steady_state() for _ in chosen]
+        law = remaining(chosen, list(shares_seconds),
+                        fraction_done=dict(zip(hosts, fraction_done)), backlog=backlogs,
+                        dist=distribution or self.settings.distribution)
+        body = law.to_dict()
+        body["host_parameters"] = host_parameters(chosen, backlogs, described)
+        body["fraction_done"] = dict(zip(hosts, fraction_done))
+        body["elapsed_seconds"] = elapsed_seconds
+        body["provisional"] = provisional
+        body["time"] = self.clock()
+        return body
+
+    def tracking_reply(self, message: Message) -> Message:
+        """The answer to an eta, report or accuracy request (see ghs.manager.track)."""
+        track = self.cache.store.track
+        if isinstance(message, EtaRequest):
+            return EtaReply(request_id=message.request_id, body=self.eta(
+                message.hosts, message.shares_seconds, message.fraction_done,
+                message.elapsed_seconds, message.distribution))
+        if isinstance(message, ReportRequest):
+            return ReportReply(request_id=message.request_id, body=track.report(
+                message.prediction_id, message.host, message.finished_epoch_seconds,
+                self.clock()))
+        assert isinstance(message, AccuracyRequest)
+        return AccuracyReply(request_id=message.request_id,
+                             body=track.accuracy(message.since_epoch_seconds or 0.0))
 
     def schedule(self, work_seconds: float, hosts: Sequence[str] | None = None,
                  distribution: str | None = None, partition: str | None = None,
@@ -231,6 +289,7 @@ class QueryService:
             rows, [views[k] for k in picked])
         body["provisional"] = provisional
         body["predictor"] = settings.predictor
+        self._track(plan.prediction, "schedule", body)
         return body
 
 

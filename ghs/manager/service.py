@@ -26,7 +26,7 @@ import zmq
 from ghs import __version__
 from ghs.manager.history import host_history
 from ghs.manager.identity import HostBindings
-from ghs.manager.queries import QueryService
+from ghs.manager.queries import TRACKING_REQUESTS, QueryService
 from ghs.manager.store import HostFacts, ManagerStore
 from ghs.record import HostIdentity, stored_rows
 from protocol import (
@@ -62,8 +62,9 @@ from protocol import (
 )
 
 LOG = logging.getLogger("ghs.manager")
-CLIENT_TYPES = frozenset({"status", "predict", "schedule", "history", "ping", "backtest"})
-AGENT_TYPES = CLIENT_TYPES | {"hello", "measurements", "records", "heartbeat"}
+CLIENT_TYPES = frozenset({"status", "predict", "schedule", "history", "ping", "backtest", "eta",
+                          "report", "accuracy"})
+AGENT_TYPES = frozenset({"hello", "measurements", "records", "heartbeat"}) | CLIENT_TYPES
 _HOUR = 3600.0
 _WAKE = "inproc://ghs-manager-replies-{}"
 
@@ -212,7 +213,7 @@ class Manager:
                     body={"uptime_seconds": self.clock() - self.started,
                           "version": __version__}), version)
             elif isinstance(message, (StatusRequest, PredictRequest, ScheduleRequest,
-                                      HistoryRequest, BacktestRequest)):
+                                      HistoryRequest, BacktestRequest, *TRACKING_REQUESTS)):
                 self._enqueue(socket, incoming.routing, message)
             elif isinstance(message, (MeasurementBatch, Hello, Heartbeat, RecordBatch)):
                 # in arrival order, after this turn's hellos are committed
@@ -380,6 +381,8 @@ class Manager:
         if isinstance(message, HistoryRequest):
             return HistoryReply(request_id=message.request_id, body=host_history(
                 self.store, self.store.streams, message.host_id, message.since_seconds))
+        if isinstance(message, TRACKING_REQUESTS):
+            return self.queries.tracking_reply(message)
         return ScheduleReply(request_id=message.request_id, body=self.queries.schedule(
             message.work_seconds, message.hosts, message.distribution, message.partition,
             message.method, message.units, message.rho_max))

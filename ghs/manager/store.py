@@ -24,6 +24,7 @@ import sqlite_utils
 from ghs.errors import GhsError
 from ghs.manager.lock import DatabaseLock
 from ghs.manager.streams import Retention, StreamTables
+from ghs.manager.track import Outcome, TrackTable
 from ghs.record import HostIdentity, identity_columns, measurement_columns
 
 MEASUREMENT_COLUMNS = tuple(measurement_columns())
@@ -65,6 +66,7 @@ class ManagerStore:
                     self._lock = DatabaseLock(self.path)
             self._create(self.db)
             self.streams = StreamTables(lambda: self.db, retention or Retention())
+            self.track = TrackTable(lambda: self.db)
         except (sqlite3.Error, OSError) as exc:
             self.close()
             raise StoreError(f"cannot open manager database {str(path)!r}: {exc}",
@@ -223,6 +225,11 @@ class ManagerStore:
                 "seconds) FROM measurements m WHERE m.host_id = measurements.host_id) - ? "
                 f"{where}", [keep_seconds, *args])
         return cursor.rowcount
+
+    def reported_outcomes(self, since_epoch_seconds: float = 0.0) -> list[Outcome]:
+        """Completion reports of host shares of predictions served since then: (host, launch
+        epoch, predicted mean, p50/p90/p95, realised seconds) each, for calibration."""
+        return self.track.outcomes(since_epoch_seconds)
 
     def close(self) -> None:
         db = getattr(self._local, "db", None)

@@ -12,12 +12,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from protocol import (
+    AccuracyRequest,
+    EtaRequest,
     Hello,
     HistoryRequest,
     Measurement,
     MeasurementBatch,
     PredictRequest,
     RecordBatch,
+    ReportRequest,
     StatusRequest,
     decode,
     encode,
@@ -49,11 +52,19 @@ VALID = [
          "cpu_seconds_sum_squares": 200.0},))),
     encode(HistoryRequest(request_id=8, host_id="fuzz")),
 ]
+# the track record's queries: no host_id, so kept out of the replay to host "after" below
+TRACKING = [
+    encode(EtaRequest(request_id=9, hosts=("fuzz",), shares_seconds=(3600.0,),
+                      fraction_done=(0.5,), elapsed_seconds=60.0)),
+    encode(ReportRequest(request_id=10, prediction_id=1, finished_epoch_seconds=1.0e9,
+                         host="fuzz")),
+    encode(AccuracyRequest(request_id=11, since_epoch_seconds=0.0)),
+]
 
 
 def mutations(rng: random.Random, count: int):
     for _ in range(count):
-        base = bytearray(rng.choice(VALID))
+        base = bytearray(rng.choice(VALID + TRACKING))
         kind = rng.randrange(5)
         if kind == 0:
             yield bytes(base[: rng.randrange(len(base))])
@@ -64,7 +75,7 @@ def mutations(rng: random.Random, count: int):
         elif kind == 2:
             yield bytes(rng.randrange(256) for _ in range(rng.randint(0, 64)))
         elif kind == 3:
-            value = msgpack.unpackb(bytes(rng.choice(VALID)))
+            value = msgpack.unpackb(bytes(rng.choice(VALID + TRACKING)))
             key = rng.choice(list(value))
             value[key] = rng.choice([None, -1, 2**64 - 1, "x" * 300, [1, 2], {"a": 1},
                                      float("nan"), float("inf"), True, b"\x00"])

@@ -108,3 +108,31 @@ def test_worker_environment_marks_the_worker():
                                                                  "GHS_REMOTE_TASK": "1"}
     with pytest.raises(AdapterError, match="environment variable name"):
         worker_environment({}, "BAD=NAME")
+
+
+def test_run_tracker_etas_are_paced_and_shown(source, caplog):
+    from ghs.adapters.tracking import RunTracker
+
+    now = [0.0]
+    tracker = RunTracker(source, work_per_item=360.0, eta_seconds=5.0, report=True,
+                         clock=lambda: now[0], wall_clock=lambda: 1.7e9)
+    tracker.planned(None, {"ws1": 10, "ws2": 10})  # a host-file plan: nothing to report
+    first = tracker.eta({"ws1": (0, 10), "ws2": (5, 10)})
+    assert first.remaining.shares.tolist() == [3600.0, 1800.0]
+    assert first.fraction_done == {"ws1": 0.0, "ws2": 0.5}
+    now[0] = 1.0
+    assert tracker.eta({"ws1": (1, 10), "ws2": (6, 10)}) is first  # younger than 5 s
+    forced = tracker.eta({"ws1": (1, 10), "ws2": (6, 10)}, force=True)
+    assert forced is not first and forced.mean_seconds < first.mean_seconds
+    assert tracker.eta({"ws1": (10, 10), "ws2": (10, 10)}) is None
+    tracker.host_finished("ws1")
+    assert tracker.reports == []
+    reporter, close = reporter_for(None)
+    with caplog.at_level(logging.INFO, logger="ghs.adapters"):
+        snapshot = _snapshot(source, "start", 0)
+        reporter(RunProgress(*[getattr(snapshot, f) for f in (
+            "event", "elapsed_seconds", "hosts", "plan", "replans", "items_done",
+            "items_total")], first))
+    close()
+    assert "; ETA about " in caplog.records[0].getMessage()
+    assert ", 90% by " in caplog.records[0].getMessage()

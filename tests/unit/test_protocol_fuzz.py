@@ -55,6 +55,19 @@ VALID = [
     {"v": 2, "type": "ack", "request_id": 11, "host_id": "ws1", "acked": [[0, 0]],
      "stream": "capacity"},
     {"v": 2, "type": "history", "request_id": 14, "host_id": "ws1", "since_seconds": 3600.0},
+    {"v": 2, "type": "eta", "request_id": 15, "hosts": ["a", "b"],
+     "shares_seconds": [3600.0, 0.0], "fraction_done": [0.25, 1.0], "elapsed_seconds": 60.0,
+     "distribution": "gamma"},
+    {"v": 2, "type": "report", "request_id": 16, "prediction_id": 3,
+     "finished_epoch_seconds": 1_700_000_000.5, "host": "a"},
+    {"v": 2, "type": "accuracy", "request_id": 17, "since_epoch_seconds": 1_699_000_000.0},
+    {"v": 2, "type": "eta_reply", "request_id": 15,
+     "body": {"hosts": [{"name": "a", "share": 2700.0}], "mean": 900.0,
+              "quantiles": {"p90": 1500.0}}},
+    {"v": 2, "type": "report_reply", "request_id": 16,
+     "body": {"prediction_id": 3, "host": "a", "realised_seconds": 812.5}},
+    {"v": 2, "type": "accuracy_reply", "request_id": 17,
+     "body": {"overall": {"reports": 1}, "hosts": [{"name": "a", "reports": 1}]}},
 ]
 VALID_BYTES = [msgpack.packb(m) for m in VALID]
 FIELD_NAMES = sorted({key for m in VALID for key in m} | set(MEASUREMENT) | {"body", "mean"})

@@ -15,8 +15,14 @@ from protocol import (
     PROTOCOL_VERSION,
     REPLY_TYPES,
     REQUEST_TYPES,
+    AccuracyReply,
+    AccuracyRequest,
     Ack,
+    BacktestReply,
+    BacktestRequest,
     ErrorReply,
+    EtaReply,
+    EtaRequest,
     Heartbeat,
     Hello,
     HistoryReply,
@@ -31,6 +37,8 @@ from protocol import (
     PredictRequest,
     ProtocolError,
     RecordBatch,
+    ReportReply,
+    ReportRequest,
     ScheduleReply,
     ScheduleRequest,
     StatusReply,
@@ -110,7 +118,39 @@ EXAMPLES = [
     HistoryReply(request_id=13, body={"host": "ws1", "replay_zero_epoch": None,
                                       "capacity": [[60.0, 70.0]], "measurements": [],
                                       "running": None}),
+    BacktestRequest(request_id=15, hosts=("ws1",), work_seconds=(900.0, 3600.0),
+                    launch_every_seconds=7200.0, start_seconds=0.0),
+    BacktestReply(request_id=15, body={"launches": [{"predictor": "calibrated", "mean": 1.0}],
+                                       "summary": []}),
+    EtaRequest(request_id=14, hosts=("ws1", "ws2"), shares_seconds=(18000.0, 0.0),
+               fraction_done=(0.5, 1.0), elapsed_seconds=3600.0, distribution="gamma"),
+    EtaReply(request_id=14, body={**PREDICT_BODY, "fraction_done": {"ws1": 0.5}}),
+    ReportRequest(request_id=15, prediction_id=7, finished_epoch_seconds=1_700_009_000.0,
+                  host="ws1"),
+    ReportRequest(request_id=16, prediction_id=7, finished_epoch_seconds=1_700_009_500.0),
+    ReportReply(request_id=15, body={"prediction_id": 7, "host": "ws1",
+                                     "realised_seconds": 9000.0}),
+    AccuracyRequest(request_id=17, since_epoch_seconds=1_699_000_000.0),
+    AccuracyReply(request_id=17, body={"overall": {"reports": 2, "p90_coverage": 1.0},
+                                       "hosts": [{"name": "ws1", "reports": 1}],
+                                       "task": {"reports": 1}}),
 ]
+
+
+def test_eta_needs_one_share_and_fraction_per_host_and_some_work() -> None:
+    good = {"v": 2, "type": "eta", "request_id": 1, "hosts": ["a", "b"],
+            "shares_seconds": [1.0, 2.0], "fraction_done": [0.0, 1.0]}
+    assert decode(msgpack.packb(good)).fraction_done == (0.0, 1.0)
+    for change, where in (({"shares_seconds": [1.0]}, "shares_seconds"),
+                          ({"fraction_done": [0.5, 1.5]}, "fraction_done"),
+                          ({"shares_seconds": [0.0, 0.0]}, "shares_seconds"),
+                          ({"v": 1}, "type")):
+        with pytest.raises(ProtocolError) as caught:
+            decode(msgpack.packb({**good, **change}))
+        assert caught.value.field.startswith(where)
+    with pytest.raises(ProtocolError):
+        decode(msgpack.packb({"v": 2, "type": "report", "request_id": 1, "prediction_id": 0,
+                              "finished_epoch_seconds": 5.0}))
 
 
 def test_examples_cover_every_message_type() -> None:
