@@ -13,6 +13,7 @@ import numpy as np
 from scheduler import backlog as backlog_laws
 from scheduler import completion
 from scheduler.backlog import Backlog
+from scheduler.choices import METHODS
 from scheduler.errors import InvalidArgumentError, NoUsableHostsError, TooManyHostsError
 from scheduler.hosts import Host, HostArrays
 from scheduler.model import DEFAULT_DIST, Servers, build_servers, distribution_codes
@@ -20,7 +21,6 @@ from scheduler.partitioning import _partition, check_partition, check_work, whol
 from scheduler.prediction import Prediction, _predict, check_dist, check_hosts, host_arrays
 from scheduler.search import EXACT_MAX_HOSTS, near_optimal
 
-METHODS = ("auto", "heuristic", "optimal", "prefix")
 SET_TOL = 1e-5
 _CHUNK = 4096
 # prefix scans every prefix up to this many hosts, and a coarse grid plus refinement beyond

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from scheduler import Host, predict
+from scheduler import Host, choices, predict
 from scheduler.simulation import simulate
 from scheduler.workload import demand
 
@@ -22,7 +22,7 @@ MEAN_DEMAND_SECONDS = 120.0
 RHOS = (0.1, 0.3, 0.5)
 DEMANDS = (("exponential", None), ("lognormal", 2.0), ("loguniform", 1.5))
 HOURS = (1, 8)
-FITS = ("gamma", "weibull", "lognormal", "auto")
+FITS = choices.DISTRIBUTIONS
 
 
 def run(runs: int = 40_000, seed: int = 7) -> dict[str, Any]:

@@ -25,7 +25,7 @@ import numpy as np
 
 from ghs.errors import GhsError
 from ghs.traces import busy_fraction
-from scheduler import Host, partition, predict
+from scheduler import Host, choices, partition, predict
 from scheduler.simulation import simulate
 from scheduler.workload import Demand, Trace, demand, poisson_jobs
 
@@ -34,7 +34,7 @@ SPEED_RATIO = 1.33
 MEAN_DEMAND_SECONDS = 120.0
 DEMAND_COV = 1.5
 HOURS = (1, 2, 3, 4, 5, 6, 7, 8)
-PARTITIONS = ("equal-mean", "equal-load", "speed")
+PARTITIONS = choices.PARTITIONS
 STARTS = ("warm", "idle")
 FASTER = ("A", "B")
 MEASURE_SECONDS = 60.0
