@@ -10,6 +10,7 @@ shape. Families are also coded as small integers (``Family.code``) so a mixed se
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 
 import numpy as np
@@ -49,7 +50,7 @@ def weibull_shape(cov: np.ndarray) -> np.ndarray:
     return np.where(cov < 6e-4, np.pi / (np.sqrt(6.0) * np.maximum(cov, 1e-300)), k)
 
 
-class Family:
+class Family(ABC):
     """A two-parameter law on y >= 0 fitted by its first two moments.
 
     ``fit`` wants mean (seconds) and variance (s^2) both > 0; the other methods take the
@@ -59,25 +60,25 @@ class Family:
     name: str = ""
     code: int = -1
 
+    @abstractmethod
     def fit(self, mean: np.ndarray, var: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Parameters (p1, p2) of the law with this mean (s) and variance (s^2)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def sf(self, p1: np.ndarray, p2: np.ndarray, y: np.ndarray) -> np.ndarray:
         """Survival 1 - G(y) at y >= 0 seconds."""
-        raise NotImplementedError
 
+    @abstractmethod
     def isf(self, p1: np.ndarray, p2: np.ndarray, q: np.ndarray) -> np.ndarray:
         """The y (seconds) with survival probability ``q`` in (0, 1]."""
-        raise NotImplementedError
 
+    @abstractmethod
     def mean(self, p1: np.ndarray, p2: np.ndarray) -> np.ndarray:
         """E[Y] in seconds."""
-        raise NotImplementedError
 
+    @abstractmethod
     def variance(self, p1: np.ndarray, p2: np.ndarray) -> np.ndarray:
         """Var[Y] in s^2."""
-        raise NotImplementedError
 
     def cdf(self, p1: np.ndarray, p2: np.ndarray, y: np.ndarray) -> np.ndarray:
         """G(y) at y >= 0 seconds."""
