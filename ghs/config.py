@@ -22,6 +22,14 @@ from typing import Any
 
 from ghs.durations import parse_duration
 from ghs.errors import ConfigError, DurationError
+from scheduler.choices import (  # plain tuples: reading the config does not load numpy
+    DEFAULT_DISTRIBUTION,
+    DEMAND_KINDS,
+    DISTRIBUTIONS,
+    METHODS,
+    PARTITIONS,
+    START_STATES,
+)
 
 try:  # Python 3.11+
     import tomllib
@@ -40,19 +48,11 @@ def setting(default: Any, *, low: float | None = None, high: float | None = None
     })
 
 
-DISTRIBUTIONS = ("gamma", "weibull", "lognormal", "auto")
-START_STATES = ("auto", "steady-state", "idle")
-PARTITIONS = ("equal-mean", "equal-load", "speed")
-# the scheduler's list (scheduler.selection.METHODS), repeated so that reading the config does
-# not import numpy; tests/unit/test_selection_search.py keeps the copies equal
-METHODS = ("auto", "heuristic", "optimal", "prefix")
-
-
 @dataclass(frozen=True)
 class SchedulerConfig:
     """Defaults of prediction and machine-set selection."""
 
-    distribution: str = setting("lognormal", choices=DISTRIBUTIONS,
+    distribution: str = setting(DEFAULT_DISTRIBUTION, choices=DISTRIBUTIONS,
                                 help="fit for the conditional delay (see README for the data)")
     partition: str = setting("equal-mean", choices=PARTITIONS, help="how work is split")
     method: str = setting("auto", choices=METHODS,
@@ -79,8 +79,7 @@ class SimulationConfig:
     """Defaults of ``ghs simulate``."""
 
     runs: int = setting(4000, low=1, high=10_000_000, help="Monte Carlo repetitions")
-    service: str = setting("lognormal", choices=(
-        "exponential", "deterministic", "lognormal", "gamma", "hyperexponential", "loguniform"),
+    service: str = setting("lognormal", choices=DEMAND_KINDS,
         help="distribution of local jobs' CPU demands (lognormal: each host's mu and sigma)")
     warm: bool = setting(True, help="start hosts in a warmed-up (stationary) state, as a "
                                     "machine is at a random launch time")

@@ -48,9 +48,12 @@ from protocol.fields import (
 from protocol.limits import DEFAULT_LIMITS, Limits
 from protocol.messages import HEADER, REQUEST_ID, Message
 
+# The names a query may carry on the wire. They are the scheduler's choices
+# (scheduler.choices), which the protocol may not import; the protocol owns its copy because
+# the wire contract must not change with what a manager happens to be built with, and
+# tests/unit/test_choices.py proves the two identical.
 DISTRIBUTIONS = ("gamma", "weibull", "lognormal", "auto")
 PARTITIONS = ("equal-mean", "equal-load", "speed")
-# the scheduler's list (the protocol may not import it); a test keeps the copies equal
 METHODS = ("auto", "heuristic", "optimal", "prefix")
 
 

@@ -1,22 +1,37 @@
-"""Two-moment fits of the conditional delay distribution G: Gamma, Weibull and Lognormal.
+"""Two-moment fits of the conditional delay distribution G: one object per family.
 
-Every function here is a numpy array expression over any broadcastable shape. Distributions are
-coded as small integers so a mixed set of hosts (the ``auto`` rule) stays one array.
+Each family (``GAMMA_FAMILY``, ``WEIBULL_FAMILY``, ``LOGNORMAL_FAMILY``) fits its two
+parameters (p1, p2) from a mean and a variance and gives the cdf, survival, quantile, mean and
+variance of the fitted law; every method is a numpy array expression over any broadcastable
+shape. Families are also coded as small integers (``Family.code``) so a mixed set of hosts (the
+``auto`` rule) stays one array; the module-level ``fit``, ``sf``, ``isf``, ``mean`` and
+``variance`` take such a code array and send each element to its family.
 """
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+
 import numpy as np
 from scipy import special
 
+from scheduler.choices import DISTRIBUTIONS
+from scheduler.errors import InvalidArgumentError
+
 GAMMA, WEIBULL, LOGNORMAL = 0, 1, 2
-CODES = {"gamma": GAMMA, "weibull": WEIBULL, "lognormal": LOGNORMAL}
-NAMES = {code: name for name, code in CODES.items()}
+
+# The paper's rule for ``auto``: Gamma below rho 0.15, Weibull up to 0.5, Lognormal above.
+AUTO_RHO_EDGES = (0.15, 0.5)
 
 # Weibull: CoV depends on the shape k only, through log(Gamma(1+2/k) / Gamma(1+1/k)^2)
 # = log(1 + CoV^2). A table inverts it roughly; two Newton steps polish to machine precision.
 _K_TABLE = np.geomspace(0.02, 2000.0, 4000)
 _LOG_RATIO_TABLE = special.gammaln(1 + 2 / _K_TABLE) - 2 * special.gammaln(1 + 1 / _K_TABLE)
+
+# Survival probabilities below this are taken as 0: they move log F by less than a rounding
+# error, and skipping them saves most of the incomplete-gamma work in a parallel task's tail.
+_LOG_NEGLIGIBLE = np.log(1e-20)
 
 
 def weibull_shape(cov: np.ndarray) -> np.ndarray:
@@ -35,8 +50,165 @@ def weibull_shape(cov: np.ndarray) -> np.ndarray:
     return np.where(cov < 6e-4, np.pi / (np.sqrt(6.0) * np.maximum(cov, 1e-300)), k)
 
 
+class Family(ABC):
+    """A two-parameter law on y >= 0 fitted by its first two moments.
+
+    ``fit`` wants mean (seconds) and variance (s^2) both > 0; the other methods take the
+    parameters it returns, broadcasting against ``y`` (seconds) or the probabilities.
+    """
+
+    name: str = ""
+    code: int = -1
+
+    @abstractmethod
+    def fit(self, mean: np.ndarray, var: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Parameters (p1, p2) of the law with this mean (s) and variance (s^2)."""
+
+    @abstractmethod
+    def sf(self, p1: np.ndarray, p2: np.ndarray, y: np.ndarray) -> np.ndarray:
+        """Survival 1 - G(y) at y >= 0 seconds."""
+
+    @abstractmethod
+    def isf(self, p1: np.ndarray, p2: np.ndarray, q: np.ndarray) -> np.ndarray:
+        """The y (seconds) with survival probability ``q`` in (0, 1]."""
+
+    @abstractmethod
+    def mean(self, p1: np.ndarray, p2: np.ndarray) -> np.ndarray:
+        """E[Y] in seconds."""
+
+    @abstractmethod
+    def variance(self, p1: np.ndarray, p2: np.ndarray) -> np.ndarray:
+        """Var[Y] in s^2."""
+
+    def cdf(self, p1: np.ndarray, p2: np.ndarray, y: np.ndarray) -> np.ndarray:
+        """G(y) at y >= 0 seconds."""
+        return 1.0 - self.sf(p1, p2, y)
+
+    def quantile(self, p1: np.ndarray, p2: np.ndarray, prob: np.ndarray) -> np.ndarray:
+        """The y (seconds) with G(y) = ``prob`` in [0, 1)."""
+        return self.isf(p1, p2, 1.0 - np.asarray(prob, dtype=float))
+
+    def __repr__(self) -> str:
+        return f"<{self.name} family>"
+
+
+class GammaFamily(Family):
+    """Gamma: p1 = shape, p2 = scale (seconds)."""
+
+    name, code = "gamma", GAMMA
+
+    def fit(self, mean: np.ndarray, var: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return 1.0 / (var / mean**2), var / mean
+
+    def sf(self, p1: np.ndarray, p2: np.ndarray, y: np.ndarray) -> np.ndarray:
+        z = y / p2
+        shape, z = np.broadcast_arrays(p1, z)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            # Chernoff bound P(X > z) <= (z / a)^a e^(a - z) for z > a (unit scale)
+            log_bound = shape * (1.0 + np.log(z / shape)) - z
+        need = ~((z > shape) & (log_bound < _LOG_NEGLIGIBLE))
+        if need.all():
+            return special.gammaincc(shape, z)
+        out = np.zeros(z.shape)
+        out[need] = special.gammaincc(shape[need], z[need])
+        return out
+
+    def isf(self, p1: np.ndarray, p2: np.ndarray, q: np.ndarray) -> np.ndarray:
+        return p2 * special.gammainccinv(p1, q)
+
+    def mean(self, p1: np.ndarray, p2: np.ndarray) -> np.ndarray:
+        return p1 * p2
+
+    def variance(self, p1: np.ndarray, p2: np.ndarray) -> np.ndarray:
+        return p1 * p2**2
+
+
+class WeibullFamily(Family):
+    """Weibull: p1 = shape k, p2 = scale (seconds)."""
+
+    name, code = "weibull", WEIBULL
+
+    def fit(self, mean: np.ndarray, var: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        k = weibull_shape(np.sqrt(var / mean**2))
+        return k, mean / np.exp(special.gammaln(1 + 1 / k))
+
+    def sf(self, p1: np.ndarray, p2: np.ndarray, y: np.ndarray) -> np.ndarray:
+        return np.exp(-((y / p2) ** p1))
+
+    def isf(self, p1: np.ndarray, p2: np.ndarray, q: np.ndarray) -> np.ndarray:
+        return p2 * (-np.log(q)) ** (1.0 / p1)
+
+    def mean(self, p1: np.ndarray, p2: np.ndarray) -> np.ndarray:
+        return p2 * np.exp(special.gammaln(1 + 1 / np.where(p1 > 0, p1, 1.0)))
+
+    def variance(self, p1: np.ndarray, p2: np.ndarray) -> np.ndarray:
+        safe = np.where(p1 > 0, p1, 1.0)
+        return p2**2 * (np.exp(special.gammaln(1 + 2 / safe))
+                        - np.exp(2 * special.gammaln(1 + 1 / safe)))
+
+
+class LognormalFamily(Family):
+    """Lognormal: p1 = sigma of log Y, p2 = mu of log Y (log seconds)."""
+
+    name, code = "lognormal", LOGNORMAL
+
+    def fit(self, mean: np.ndarray, var: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        s2 = np.log1p(var / mean**2)
+        return np.sqrt(s2), np.log(mean) - s2 / 2
+
+    def sf(self, p1: np.ndarray, p2: np.ndarray, y: np.ndarray) -> np.ndarray:
+        with np.errstate(divide="ignore"):
+            return special.ndtr((p2 - np.log(y)) / p1)
+
+    def isf(self, p1: np.ndarray, p2: np.ndarray, q: np.ndarray) -> np.ndarray:
+        return np.exp(p2 - p1 * special.ndtri(q))
+
+    def mean(self, p1: np.ndarray, p2: np.ndarray) -> np.ndarray:
+        return np.exp(p2 + p1**2 / 2)
+
+    def variance(self, p1: np.ndarray, p2: np.ndarray) -> np.ndarray:
+        return np.expm1(p1**2) * np.exp(2 * p2 + p1**2)
+
+
+GAMMA_FAMILY, WEIBULL_FAMILY, LOGNORMAL_FAMILY = GammaFamily(), WeibullFamily(), LognormalFamily()
+FAMILIES: tuple[Family, ...] = (GAMMA_FAMILY, WEIBULL_FAMILY, LOGNORMAL_FAMILY)
+"""Every family, indexed by its code."""
+BY_NAME = {family.name: family for family in FAMILIES}
+CODES = {family.name: family.code for family in FAMILIES}
+NAMES = {family.code: family.name for family in FAMILIES}
+
+
+def family_codes(dist: str, rho: np.ndarray) -> np.ndarray:
+    """Per-host family codes for a distribution name (``auto``: the paper's rule on ``rho``)."""
+    if dist == "auto":
+        return np.where(rho < AUTO_RHO_EDGES[0], GAMMA,
+                        np.where(rho <= AUTO_RHO_EDGES[1], WEIBULL, LOGNORMAL))
+    family = BY_NAME.get(dist)
+    if family is None:
+        raise InvalidArgumentError(
+            f"unknown distribution {dist!r}; choose one of {', '.join(DISTRIBUTIONS)}",
+            field="dist", value=dist)
+    return np.full(np.shape(rho), family.code)
+
+
+def _per_family(method: Callable[[Family], Callable[..., np.ndarray]], code: np.ndarray,
+                *arrays: np.ndarray) -> np.ndarray:
+    """Apply each element's family ``method`` to the broadcast ``arrays``."""
+    code = np.asarray(code)
+    if code.size and (code == code.flat[0]).all():
+        shape = np.broadcast_shapes(code.shape, *(np.shape(a) for a in arrays))
+        result = np.asarray(method(FAMILIES[int(code.flat[0])])(*arrays))
+        return result if result.shape == shape else np.broadcast_to(result, shape)
+    code, *columns = np.broadcast_arrays(code, *(np.asarray(a, dtype=float) for a in arrays))
+    out = np.empty(code.shape)
+    for value in np.unique(code):
+        mask = code == value
+        out[mask] = method(FAMILIES[int(value)])(*(a[mask] for a in columns))
+    return out
+
+
 def fit(code: np.ndarray, mean: np.ndarray, var: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Parameters (p1, p2) of each distribution matching ``mean`` and ``var`` (both > 0).
+    """Parameters (p1, p2) of each element's family matching ``mean`` and ``var`` (both > 0).
 
     gamma: (shape, scale); weibull: (shape, scale); lognormal: (sigma, mu of log).
     """
@@ -44,80 +216,28 @@ def fit(code: np.ndarray, mean: np.ndarray, var: np.ndarray) -> tuple[np.ndarray
                                           np.asarray(var, dtype=float))
     p1 = np.empty(mean.shape)
     p2 = np.empty(mean.shape)
-    cov2 = var / mean**2
-    is_gamma = code == GAMMA
-    if is_gamma.any():
-        p1[is_gamma] = 1.0 / cov2[is_gamma]
-        p2[is_gamma] = var[is_gamma] / mean[is_gamma]
-    is_weibull = code == WEIBULL
-    if is_weibull.any():
-        k = weibull_shape(np.sqrt(cov2[is_weibull]))
-        p1[is_weibull] = k
-        p2[is_weibull] = mean[is_weibull] / np.exp(special.gammaln(1 + 1 / k))
-    is_lognormal = code == LOGNORMAL
-    if is_lognormal.any():
-        s2 = np.log1p(cov2[is_lognormal])
-        p1[is_lognormal] = np.sqrt(s2)
-        p2[is_lognormal] = np.log(mean[is_lognormal]) - s2 / 2
+    for family in FAMILIES:
+        mask = code == family.code
+        if mask.any():
+            p1[mask], p2[mask] = family.fit(mean[mask], var[mask])
     return p1, p2
-
-
-# Survival probabilities below this are taken as 0: they move log F by less than a rounding
-# error, and skipping them saves most of the incomplete-gamma work in a parallel task's tail.
-_LOG_NEGLIGIBLE = np.log(1e-20)
-
-
-def _gamma_sf(shape: np.ndarray, scale: np.ndarray, y: np.ndarray) -> np.ndarray:
-    z = y / scale
-    shape, z = np.broadcast_arrays(shape, z)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        # Chernoff bound P(X > z) <= (z / a)^a e^(a - z) for z > a (unit scale)
-        log_bound = shape * (1.0 + np.log(z / shape)) - z
-    need = ~((z > shape) & (log_bound < _LOG_NEGLIGIBLE))
-    if need.all():
-        return special.gammaincc(shape, z)
-    out = np.zeros(z.shape)
-    out[need] = special.gammaincc(shape[need], z[need])
-    return out
-
-
-def _sf_one(code: int, p1: np.ndarray, p2: np.ndarray, y: np.ndarray) -> np.ndarray:
-    if code == GAMMA:
-        return _gamma_sf(p1, p2, y)
-    if code == WEIBULL:
-        return np.exp(-((y / p2) ** p1))
-    with np.errstate(divide="ignore"):
-        return special.ndtr((p2 - np.log(y)) / p1)
 
 
 def sf(code: np.ndarray, p1: np.ndarray, p2: np.ndarray, y: np.ndarray) -> np.ndarray:
     """Survival function 1 - G(y) for y >= 0, broadcasting all arguments."""
-    code = np.asarray(code)
-    first = code.flat[0] if code.size else GAMMA
-    if code.size and (code == first).all():
-        return np.broadcast_to(_sf_one(int(first), p1, p2, y), np.broadcast_shapes(
-            code.shape, np.shape(p1), np.shape(p2), np.shape(y)))
-    code, p1, p2, y = np.broadcast_arrays(code, p1, p2, y)
-    out = np.empty(y.shape)
-    for value in np.unique(code):
-        mask = code == value
-        out[mask] = _sf_one(int(value), p1[mask], p2[mask], y[mask])
-    return out
+    return _per_family(lambda family: family.sf, code, p1, p2, y)
 
 
 def isf(code: np.ndarray, p1: np.ndarray, p2: np.ndarray, q: np.ndarray) -> np.ndarray:
     """The y with survival probability ``q`` in (0, 1]."""
-    code, p1, p2, q = np.broadcast_arrays(np.asarray(code), np.asarray(p1, dtype=float),
-                                          np.asarray(p2, dtype=float),
-                                          np.asarray(q, dtype=float))
-    out = np.empty(q.shape)
-    for value in np.unique(code):
-        mask = code == value
-        a, b, qq = p1[mask], p2[mask], q[mask]
-        if value == GAMMA:
-            out[mask] = b * special.gammainccinv(a, qq)
-        elif value == WEIBULL:
-            out[mask] = b * (-np.log(qq)) ** (1.0 / a)
-        else:
-            out[mask] = np.exp(b - a * special.ndtri(qq))
-    return out
+    return _per_family(lambda family: family.isf, code, p1, p2, q)
+
+
+def mean(code: np.ndarray, p1: np.ndarray, p2: np.ndarray) -> np.ndarray:
+    """E[Y] of each element's fitted law, seconds."""
+    return _per_family(lambda family: family.mean, code, p1, p2)
+
+
+def variance(code: np.ndarray, p1: np.ndarray, p2: np.ndarray) -> np.ndarray:
+    """Var[Y] of each element's fitted law, s^2."""
+    return _per_family(lambda family: family.variance, code, p1, p2)

@@ -17,29 +17,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from scheduler import fits
-from scheduler.errors import InvalidArgumentError
+from scheduler.choices import DEFAULT_DISTRIBUTION
 from scheduler.hosts import HostArrays
 
-# The paper's rule for ``auto``: Gamma below rho 0.15, Weibull up to 0.5, Lognormal above.
-AUTO_RHO_EDGES = (0.15, 0.5)
-DIST_CHOICES = ("gamma", "weibull", "lognormal", "auto")
-# Chosen from the simulation study in the README ("Which distribution"): Lognormal has the
-# smallest worst-case p90/p99 error over exponential, lognormal (CoV 2) and log-uniform demands.
-DEFAULT_DIST = "lognormal"
 MIN_CONDITIONAL_COV = 0.05
-
-
-def distribution_codes(dist: str, rho: np.ndarray) -> np.ndarray:
-    """Per-host distribution codes for a ``dist`` name."""
-    if dist == "auto":
-        return np.where(rho < AUTO_RHO_EDGES[0], fits.GAMMA,
-                        np.where(rho <= AUTO_RHO_EDGES[1], fits.WEIBULL, fits.LOGNORMAL))
-    try:
-        return np.full(np.shape(rho), fits.CODES[dist])
-    except KeyError:
-        raise InvalidArgumentError(
-            f"unknown distribution {dist!r}; choose one of {', '.join(DIST_CHOICES)}",
-            field="dist", value=dist) from None
+DEFAULT_DIST = DEFAULT_DISTRIBUTION
+distribution_codes = fits.family_codes
+"""Per-host family codes for a distribution name (see ``scheduler.fits.family_codes``)."""
 
 
 @dataclass(frozen=True)
@@ -150,19 +134,8 @@ class MixtureServers:
 
 
 def _moment_one(code: np.ndarray, p1: np.ndarray, p2: np.ndarray) -> np.ndarray:
-
-    with np.errstate(over='ignore', invalid='ignore', divide='ignore'):
-        return _moment_one_all(code, p1, p2)
-
-
-def _moment_one_all(code: np.ndarray, p1: np.ndarray, p2: np.ndarray) -> np.ndarray:
-    from scipy import special
-
-    gamma_mean = p1 * p2
-    weibull_mean = p2 * np.exp(special.gammaln(1 + 1 / np.where(p1 > 0, p1, 1.0)))
-    lognormal_mean = np.exp(p2 + p1**2 / 2)
-    return np.select([code == fits.GAMMA, code == fits.WEIBULL],
-                     [gamma_mean, weibull_mean], lognormal_mean)
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        return fits.mean(code, p1, p2)
 
 
 def conditional_moments(lam_server: np.ndarray, rho: np.ndarray, ex2: np.ndarray,

@@ -7,10 +7,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from scheduler.choices import PARTITIONS
 from scheduler.errors import InvalidArgumentError
 from scheduler.hosts import Host, HostArrays
-
-PARTITIONS = ("equal-mean", "equal-load", "speed")
 
 
 def check_work(work: float) -> float:

@@ -10,14 +10,14 @@ from typing import Any
 import numpy as np
 
 from scheduler import backlog as backlog_laws
-from scheduler import completion
+from scheduler import completion, fits
 from scheduler.backlog import Backlog
+from scheduler.choices import DISTRIBUTIONS
 from scheduler.errors import InvalidArgumentError
 from scheduler.hosts import Host, HostArrays
 from scheduler.model import (
     _FIELDS,
     DEFAULT_DIST,
-    DIST_CHOICES,
     AnyServers,
     MixtureServers,
     Servers,
@@ -140,9 +140,9 @@ def check_hosts(hosts: Sequence[Host]) -> tuple[Host, ...]:
 
 
 def check_dist(dist: str) -> str:
-    if dist not in DIST_CHOICES:
+    if dist not in DISTRIBUTIONS:
         raise InvalidArgumentError(
-            f"unknown distribution {dist!r}; choose one of {', '.join(DIST_CHOICES)}",
+            f"unknown distribution {dist!r}; choose one of {', '.join(DISTRIBUTIONS)}",
             field="dist", value=dist)
     return dist
 
@@ -292,24 +292,7 @@ def _as_mixture(servers: Servers) -> MixtureServers:
 
 
 def _fitted_variance(servers: Servers) -> np.ndarray:
-
-
-    code, p1, p2 = servers.code[0], servers.p1[0], servers.p2[0]
-    with np.errstate(over='ignore', invalid='ignore', divide='ignore'):
-        return _variance_all(servers, code, p1, p2)
-
-
-def _variance_all(servers: Servers, code: np.ndarray, p1: np.ndarray,
-                  p2: np.ndarray) -> np.ndarray:
-    from scipy import special
-
-    from scheduler import fits
-
-    gamma_var = p1 * p2**2
-    safe = np.where(p1 > 0, p1, 1.0)
-    weibull_var = p2**2 * (np.exp(special.gammaln(1 + 2 / safe))
-                           - np.exp(2 * special.gammaln(1 + 1 / safe)))
-    lognormal_var = np.expm1(p1**2) * np.exp(2 * p2 + p1**2)
-    var = np.select([code == fits.GAMMA, code == fits.WEIBULL], [gamma_var, weibull_var],
-                    lognormal_var)
+    """Var of each server's fitted delay law G (s^2), 0 where it cannot be interrupted."""
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        var = fits.variance(servers.code[0], servers.p1[0], servers.p2[0])
     return np.where(servers.q[0] > 0, var, 0.0)

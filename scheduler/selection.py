@@ -6,6 +6,7 @@ import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, cast
 
 import numpy as np
@@ -13,14 +14,15 @@ import numpy as np
 from scheduler import backlog as backlog_laws
 from scheduler import completion
 from scheduler.backlog import Backlog
+from scheduler.choices import METHODS
 from scheduler.errors import InvalidArgumentError, NoUsableHostsError, TooManyHostsError
+from scheduler.exact import optimal
 from scheduler.hosts import Host, HostArrays
 from scheduler.model import DEFAULT_DIST, Servers, build_servers, distribution_codes
 from scheduler.partitioning import _partition, check_partition, check_work, whole_units
 from scheduler.prediction import Prediction, _predict, check_dist, check_hosts, host_arrays
 from scheduler.search import EXACT_MAX_HOSTS, near_optimal
 
-METHODS = ("auto", "heuristic", "optimal", "prefix")
 SET_TOL = 1e-5
 _CHUNK = 4096
 # prefix scans every prefix up to this many hosts, and a coarse grid plus refinement beyond
@@ -127,9 +129,10 @@ def schedule(hosts: Sequence[Host], work: float, method: str = "auto",
     elif method == "prefix":
         chosen = _prefix(evaluator)
     elif method == "auto":
-        chosen = near_optimal(evaluator, _optimal, min(EXACT_MAX_HOSTS, max_optimal_hosts))
+        chosen = near_optimal(evaluator, partial(optimal, set_tol=SET_TOL),
+                              min(EXACT_MAX_HOSTS, max_optimal_hosts))
     else:
-        chosen = _optimal(evaluator)
+        chosen = optimal(evaluator, SET_TOL)
     chosen = sorted(chosen)
     members = [ordered[i] for i in chosen]
     arrays = _arrays(members, states)
@@ -316,92 +319,3 @@ def _improve_by_swaps(evaluator: SetEvaluator, chosen: list[int], value: float) 
             break
         chosen, value = sorted(moves[best]), float(values[best])
     return chosen
-
-
-def _optimal(evaluator: SetEvaluator) -> list[int]:
-    """Exact minimum over all non-empty subsets, by branch and bound over batches.
-
-    Bounds (each below the criterion, so pruning never loses the optimum):
-    E[T] >= max_k E[T_k]; E[T] + std[T] >= median(T), so F(f*) < 1/2 rules a set out; and
-    E[T] >= x0 + a right Riemann sum of the decreasing 1 - F on [x0, f*].
-    """
-    m = len(evaluator.arrays.lam)
-    # a good incumbent first: every prefix
-    prefix_sizes = [range(size) for size in range(1, m + 1)]
-    prefix_values = evaluator.criteria(prefix_sizes)
-    best_value = float(np.min(prefix_values))
-    best_set = list(range(int(np.argmin(prefix_values)) + 1))
-    for size in range(1, m + 1):
-        for number, members in enumerate(_combinations_chunks(m, size)):
-            if number == 0:
-                members = members[1:]  # the prefix C(size) comes first and is known
-            bound = evaluator.lower_bound(members)
-            members = members[bound < best_value]
-            if len(members) == 0:
-                continue
-            members = members[_bounded_survivors(evaluator, members, best_value)]
-            if len(members) == 0:
-                continue
-            values = evaluator.dense(members)
-            index = int(np.argmin(values))
-            if values[index] < best_value:
-                best_value = float(values[index])
-                best_set = [int(i) for i in members[index]]
-    return best_set
-
-
-# Probe points as multiples of (f* - x0) past x0, for the bounds in ``_bounded_survivors``:
-# a cheap pass at x0 and f* only, then a finer one for the sets that pass it.
-_COARSE_FRACTIONS = np.array([0.0, 1.0])
-_FINE_FRACTIONS = np.array([0.0, 0.25, 0.5, 0.75, 1.0, 1.3, 1.7, 2.5])
-
-
-def _bounded_survivors(evaluator: SetEvaluator, members: np.ndarray,
-                       best_value: float) -> np.ndarray:
-    """Which sets might still beat ``best_value`` (see ``_probe_bounds``)."""
-    keep = _probe_bounds(evaluator, members, best_value, _COARSE_FRACTIONS)
-    index = np.flatnonzero(keep)
-    if index.size:
-        keep[index] = _probe_bounds(evaluator, members[index], best_value, _FINE_FRACTIONS)
-    return keep
-
-
-def _probe_bounds(evaluator: SetEvaluator, members: np.ndarray, best_value: float,
-                  fractions: np.ndarray) -> np.ndarray:
-    """Which sets might still beat ``best_value``, judged from 1 - F at a few points.
-
-    With points x_0 < ... < x_J and S = 1 - F (decreasing):
-    E[T] >= x0 + sum_j (x_{j+1} - x_j) S(x_{j+1})  (right Riemann sum), and for any a < b,
-    Var[T] >= p r (b - a)^2 / (p + r) with p = F(a), r = S(b) (the mass on either side must
-    sit at least that far apart). E + std below those bounds' sum is impossible; so is
-    E + std < median, which rules out sets with S(f*) > 1/2.
-    """
-    servers = evaluator.servers(members)
-    x0 = completion.start_point(servers)
-    reach = np.maximum(best_value - x0, 0.0)
-    x = x0[:, None] + reach[:, None] * fractions[None, :]
-    cdf = np.exp(completion.log_cdf(servers, x))
-    survival = 1.0 - cdf
-    mean_bound = x0 + np.sum(np.diff(x, axis=1) * survival[:, 1:], axis=1)
-    p = cdf[:, :, None]
-    r = survival[:, None, :]
-    gap = x[:, None, :] - x[:, :, None]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        var_bound = np.where((gap > 0) & (p + r > 0), p * r * gap**2 / (p + r), 0.0)
-    std_bound = np.sqrt(np.max(var_bound.reshape(len(members), -1), axis=1))
-    median_above = survival[:, fractions.tolist().index(1.0)] > 0.5
-    # slack keeps sets whose bound ties the incumbent within integration error
-    beaten = (mean_bound + std_bound) > best_value * (1 + 10 * SET_TOL)
-    return ~(median_above | beaten)
-
-
-def _combinations_chunks(m: int, size: int, chunk: int = 65536):
-    """All size-k subsets of range(m) as (B, k) index arrays, in chunks."""
-    from itertools import combinations, islice
-
-    iterator = combinations(range(m), size)
-    while True:
-        block = list(islice(iterator, chunk))
-        if not block:
-            return
-        yield np.array(block, dtype=int)

@@ -13,11 +13,10 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.optimize import brentq
 
+from scheduler.choices import DEMAND_KINDS
 from scheduler.errors import InvalidArgumentError
 from scheduler.hosts import Host
 
-DEMAND_KINDS = ("exponential", "deterministic", "lognormal", "gamma", "hyperexponential",
-                "loguniform")
 _FIXED_COV = {"exponential": 1.0, "deterministic": 0.0}
 _LOGUNIFORM_MAX_COV = 15.0  # ln(b/a) ~ 2 (1 + cov^2) must stay far below float overflow
 

@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ghs.config import ACCOUNTING_MODES
 from ghs.errors import GhsError
 
 _MB = 1024 * 1024
@@ -178,7 +179,7 @@ def _child(duration_seconds: float, accounting: str, state_dir: str) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description="sensor process for sensor_overhead()")
     parser.add_argument("--duration", type=float, required=True)
-    parser.add_argument("--accounting", choices=("on", "auto", "off"), required=True)
+    parser.add_argument("--accounting", choices=ACCOUNTING_MODES, required=True)
     parser.add_argument("--state-dir", required=True)
     arguments = parser.parse_args()
     _child(arguments.duration, arguments.accounting, arguments.state_dir)

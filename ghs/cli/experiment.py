@@ -20,12 +20,9 @@ def experiment():
 def distributions(size, seed, as_json):
     """Which delay fit (gamma, weibull, lognormal, auto) predicts p90/p99 best."""
     from ghs.experiments import distributions as study
+    from ghs.experiments.tables import show_distributions
 
-    result = study.run(runs=size, seed=seed)
-    if as_json:
-        emit_json(result)
-    else:
-        study.show(console(), result)
+    _render(study.run(runs=size, seed=seed), as_json, show_distributions)
 
 
 def plot_option(function):
@@ -35,13 +32,14 @@ def plot_option(function):
     return option(function)
 
 
-def _render(study, result, as_json, plot_path):
+def _render(result, as_json, show, plot=None, plot_path=None):
+    """Print an experiment's result as JSON or with ``show``; draw it with ``plot`` if asked."""
     if as_json:
         emit_json(result)
     else:
-        study.show(console(), result)
+        show(console(), result)
     if plot_path is not None:
-        drawn = study.plot(result, plot_path)
+        drawn = plot(result, plot_path)
         click.echo(f"plot written to {drawn}" if drawn else
                    "plot skipped: matplotlib is not installed (pip install 'ghs[plot]')",
                    err=as_json)
@@ -57,10 +55,12 @@ def _render(study, result, as_json, plot_path):
 def partition(ctx, size, seed, plot_path, as_json):
     """Equal-mean vs equal-load vs speed partition on two workstations (paper figure 7)."""
     from ghs.experiments import partition as study
+    from ghs.experiments.plots import plot_partition
+    from ghs.experiments.tables import show_partition
 
     measure = config_from(ctx).sensor.interval_seconds
-    _render(study, study.run(runs=size, seed=seed, measure_seconds=measure), as_json,
-            plot_path)
+    _render(study.run(runs=size, seed=seed, measure_seconds=measure), as_json, show_partition,
+            plot_partition, plot_path)
 
 
 @experiment.command()
@@ -84,13 +84,15 @@ def selection(ctx, size, seed, repetitions, pools, work, trace_path, window, plo
               as_json):
     """Paper Table 1: random subsets, all hosts, optimal, heuristic and prefix selection."""
     from ghs.experiments import selection as study
+    from ghs.experiments.plots import plot_selection
+    from ghs.experiments.tables import show_selection
     from ghs.traces import read_log
 
     log = read_log(trace_path) if trace_path else None
     result = study.run(runs=size, seed=seed, repetitions=repetitions, pool_sizes=pools,
                        work_seconds=work, log=log, window_hours=window / 3600.0,
                        measure_seconds=config_from(ctx).sensor.interval_seconds)
-    _render(study, result, as_json, plot_path)
+    _render(result, as_json, show_selection, plot_selection, plot_path)
 
 
 def _trace_option(function):
@@ -112,7 +114,7 @@ def _validation_options(function):
     return function
 
 
-def _run_launches(ctx, study, size, seed, stations, trace_path, families, plot_path,
+def _run_launches(ctx, study, views, size, seed, stations, trace_path, families, plot_path,
                   as_json):
     """The launch-based studies take the same inputs: sampler settings and scheduler rules."""
     from ghs.experiments.launches import Sampling
@@ -123,7 +125,7 @@ def _run_launches(ctx, study, size, seed, stations, trace_path, families, plot_p
                        stations=stations, poisson_kinds=families,
                        sampling=Sampling.from_config(config.sensor),
                        dist=config.scheduler.distribution, rho_max=config.scheduler.rho_max)
-    _render(study, result, as_json, plot_path)
+    _render(result, as_json, *views, plot_path)
 
 
 @experiment.command("error-vs-length")
@@ -137,8 +139,11 @@ def _run_launches(ctx, study, size, seed, stations, trace_path, families, plot_p
 def error_vs_length(ctx, size, seed, stations, trace_path, families, plot_path, as_json):
     """Prediction error against task length on one workstation and on --stations (paper 4-6)."""
     from ghs.experiments import error_vs_length as study
+    from ghs.experiments.plots import plot_error_vs_length
+    from ghs.experiments.tables import show_error_vs_length
 
-    _run_launches(ctx, study, size, seed, stations, trace_path, families, plot_path, as_json)
+    _run_launches(ctx, study, (show_error_vs_length, plot_error_vs_length), size, seed,
+                  stations, trace_path, families, plot_path, as_json)
 
 
 @experiment.command()
@@ -152,8 +157,11 @@ def error_vs_length(ctx, size, seed, stations, trace_path, families, plot_path, 
 def calibration(ctx, size, seed, stations, trace_path, families, plot_path, as_json):
     """Share of tasks finished by the predicted p50, p90 and p95 against 50%, 90%, 95%."""
     from ghs.experiments import calibration as study
+    from ghs.experiments.plots import plot_calibration
+    from ghs.experiments.tables import show_calibration
 
-    _run_launches(ctx, study, size, seed, stations, trace_path, families, plot_path, as_json)
+    _run_launches(ctx, study, (show_calibration, plot_calibration), size, seed, stations,
+                  trace_path, families, plot_path, as_json)
 
 
 @experiment.command("error-sources")
@@ -171,13 +179,15 @@ def error_sources(ctx, trace_path, size, seed, stations, plot_path, as_json):
     """What burstiness, heavy tails, non-stationarity and a busy start cost on a real log."""
     from ghs.experiments import trace_study as study
     from ghs.experiments.launches import Sampling
+    from ghs.experiments.plots import plot_trace_study
+    from ghs.experiments.tables import show_trace_study
     from ghs.traces import read_log
 
     config = config_from(ctx)
     result = study.run(read_log(trace_path), size=size, seed=seed, stations=stations,
                        sampling=Sampling.from_config(config.sensor),
                        dist=config.scheduler.distribution)
-    _render(study, result, as_json, plot_path)
+    _render(result, as_json, show_trace_study, plot_trace_study, plot_path)
 
 
 @experiment.command("sampling-cost")
@@ -191,10 +201,12 @@ def sampling_cost(ctx, size, seed, plot_path, as_json):
     """Measurements per hour as a workstation settles, then changes (paper figure 8)."""
     from ghs.experiments import sampling_cost as study
     from ghs.experiments.launches import Sampling
+    from ghs.experiments.plots import plot_sampling_cost
+    from ghs.experiments.tables import show_sampling_cost
 
     result = study.run(size=size, seed=seed,
                        sampling=Sampling.from_config(config_from(ctx).sensor))
-    _render(study, result, as_json, plot_path)
+    _render(result, as_json, show_sampling_cost, plot_sampling_cost, plot_path)
 
 
 @experiment.command("eta-coverage")

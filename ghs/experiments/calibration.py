@@ -27,7 +27,6 @@ from ghs.experiments.error_vs_length import (
     collect_family,
     family_names,
 )
-from ghs.experiments.figures import counted, legend_beside
 from ghs.experiments.launches import LEVELS, MODELS, SAMPLING, Sampling, coverage
 from ghs.traces import JobLog
 
@@ -74,66 +73,3 @@ def _coverages(tasks: dict[str, np.ndarray]) -> dict[str, Any]:
     entry["ours_worst_gap"] = (max(abs(ours[lv] - NOMINAL[lv]) for lv in LEVELS)
                                if ours else None)
     return entry
-
-
-def _cell(values: dict[str, float] | None) -> str:
-    return "-" if values is None else "/".join(f"{100 * values[lv]:.0f}" for lv in LEVELS)
-
-
-def show(console: Any, result: dict[str, Any]) -> None:
-    """Per family: coverage rows (pooled first, then per length) for one workstation and for
-    ``stations``."""
-    from rich.table import Table
-
-    for family in result["families"]:
-        table = Table(title=f"{family['name']}: % of tasks finished by the predicted "
-                            f"p50/p90/p95 (nominal 50/90/95), "
-                            f"{counted(family['launches'], 'launch', 'launches')}",
-                          title_justify="left")
-        for column in ("section", "work", "tasks", "ours", "past 24h", "true",
-                       "naive by point"):
-            table.add_column(column, justify="right")
-        for section, label in (("single", "1 ws"), ("parallel", f"{result['stations']} ws")):
-            rows = [("all", family[section]["pooled"])] + [
-                (f"{entry['hours']:g} h", entry) for entry in family[section]["per_length"]]
-            for index, (work, entry) in enumerate(rows):
-                naive = entry["naive_by_point"]
-                table.add_row(label if index == 0 else "", work, str(entry["tasks"]),
-                              _cell(entry["ours"]), _cell(entry["past"]), _cell(entry["true"]),
-                              "-" if naive is None else f"{100 * naive:.0f}",
-                              end_section=index == len(rows) - 1, style="bold" if index == 0
-                              else None)
-        console.print(table)
-    console.print("ours: the model fed the sampler's 24-hour estimate; past 24h: the exact "
-                  "parameters of the 24 hours before launch; true: the long-run parameters "
-                  "(Poisson only); naive by point: share finished by dedicated / (1 - last "
-                  "measured utilisation).")
-
-
-def plot(result: dict[str, Any], path: str) -> str | None:
-    """Pooled coverage against nominal per family and section; None if no matplotlib."""
-    try:
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-        from matplotlib.figure import Figure
-    except ImportError:
-        return None
-    figure = Figure(figsize=(11, 4.5), layout="constrained")
-    FigureCanvasAgg(figure)
-    nominal = [NOMINAL[lv] for lv in LEVELS]
-    for index, section in enumerate(("single", "parallel")):
-        axes = figure.add_subplot(1, 2, index + 1)
-        axes.plot([0.0, 1.0], [0.0, 1.0], color="grey", linewidth=0.8)
-        for colour, family in enumerate(result["families"]):
-            pooled = family[section]["pooled"]
-            for name, marker in (("ours", "o"), ("true", "x")):
-                if pooled[name]:
-                    axes.plot(nominal, [pooled[name][lv] for lv in LEVELS], marker=marker,
-                              color=f"C{colour}", linestyle="-" if name == "ours" else ":",
-                              label=f"{family['name']} {name}")
-        axes.set_xlabel("nominal")
-        axes.set_ylabel("share finished by the predicted quantile")
-        axes.set_title("one workstation" if section == "single"
-                       else counted(result["stations"], "workstation"))
-        legend_beside(axes, fontsize="x-small")
-    figure.savefig(path, dpi=100)
-    return path

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from scheduler import Host, predict
+from scheduler import Host, choices, predict
 from scheduler.simulation import simulate
 from scheduler.workload import demand
 
@@ -22,7 +22,7 @@ MEAN_DEMAND_SECONDS = 120.0
 RHOS = (0.1, 0.3, 0.5)
 DEMANDS = (("exponential", None), ("lognormal", 2.0), ("loguniform", 1.5))
 HOURS = (1, 8)
-FITS = ("gamma", "weibull", "lognormal", "auto")
+FITS = choices.DISTRIBUTIONS
 
 
 def run(runs: int = 40_000, seed: int = 7) -> dict[str, Any]:
@@ -68,29 +68,3 @@ def _case(rho: float, kind: str, cov: float | None, hours: int, runs: int,
                        "std": prediction.std / observed["std"] - 1}
     return {"rho": rho, "demand": kind, "cov": law.cov, "hours": hours,
             "simulated": observed, "errors": errors}
-
-
-def show(console: Any, result: dict[str, Any]) -> None:
-    """The per-fit summary (worst and mean |error|), then each case's p90/p99 errors."""
-    from rich.table import Table
-
-    table = Table(title=f"|predicted / simulated - 1|, {result['runs']:,} runs a case "
-                        "(worst / mean over 9 cases)", title_justify="left")
-    table.add_column("fit")
-    for hours in HOURS:
-        for level in ("p90", "p99"):
-            table.add_column(f"{level} {hours}h", justify="right")
-    for fit, row in result["summary"].items():
-        cells = [f"{row[f'{level}_worst_{hours}h']:.1%} / {row[f'{level}_mean_{hours}h']:.1%}"
-                 for hours in HOURS for level in ("p90", "p99")]
-        table.add_row(fit + (" *" if fit == result["recommended"] else ""), *cells)
-    console.print(table)
-    console.print(f"* recommended default: {result['recommended']}")
-    cases = Table(title="Per case: p90 / p99 error", title_justify="left")
-    for column in ("h", "demand", "rho", *FITS):
-        cases.add_column(column, justify="right")
-    for case in result["cases"]:
-        cases.add_row(str(case["hours"]), case["demand"][:6], f"{case['rho']:.1f}",
-                      *(f"{case['errors'][f]['p90']:+.1%}/{case['errors'][f]['p99']:+.1%}"
-                        for f in FITS))
-    console.print(cases)

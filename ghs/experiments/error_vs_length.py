@@ -36,10 +36,8 @@ from typing import Any
 import numpy as np
 
 from ghs.errors import GhsError, TraceError
-from ghs.experiments.figures import counted, log_limits, note_off_axis
 from ghs.experiments.launches import (
     HOUR_SECONDS,
-    LEVELS,
     MODELS,
     SAMPLING,
     Sampling,
@@ -242,98 +240,3 @@ def length_rows(tasks: dict[str, np.ndarray], hours: Sequence[float]) -> list[di
             if valid.any() else 0.0
         rows.append(row)
     return rows
-
-
-def _paper(section: str, hours: float) -> str:
-    return PAPER[section].get(f"{hours:g}", "")
-
-
-def _percent(summary: dict[str, float] | None, digits: int = 1) -> str:
-    return "-" if summary is None else f"{summary['mean']:.{digits}%}"
-
-
-def show(console: Any, result: dict[str, Any]) -> None:
-    """Per family: one table for one workstation and one for 32, the paper's figure beside."""
-    from rich.table import Table
-
-    for family in result["families"]:
-        info = family["info"]
-        what = (f"{info['source']}, {info['jobs']:,} jobs" if info["kind"] == "trace"
-                else f"Poisson, {info['demand']} demands")
-        for section, title in (("single", "one workstation"),
-                               ("parallel", counted(result["stations"], "workstation"))):
-            table = Table(title=f"{family['name']} ({what}), {title}: mean |predicted mean - "
-                                f"simulated| / simulated, "
-                                f"{counted(family['launches'], 'launch', 'launches')}",
-                          title_justify="left")
-            for column in ("work", "tasks", "ours", "var", "median", "naive", "naive/ours",
-                           "past 24h", "true", "clairv.", "idle start", "ours p50/p90/p95",
-                           "paper"):
-                table.add_column(column, justify="right")
-            for row in family[section]:
-                ours, cover = row["ours"], row["coverage"]["ours"]
-                tasks = f"{row['tasks']}" + (f" (-{row['censored']})" if row["censored"] else "")
-                ratio = row["naive_over_ours"]
-                table.add_row(
-                    f"{row['hours']:g} h", tasks, _percent(ours),
-                    "-" if ours is None else f"{ours['variance']:.4f}",
-                    "-" if ours is None else f"{ours['median']:.1%}",
-                    _percent(row["naive"], 0), "-" if ratio is None else f"{ratio:.1f}x",
-                    _percent(row["past"]), _percent(row["true"]), _percent(row["clairvoyant"]),
-                    _percent(row["ours_idle_start"]),
-                    "-" if cover is None else "/".join(f"{cover[lv]:.0%}" for lv in LEVELS),
-                    _paper(section, row["hours"]))
-            console.print(table)
-        sampling = info["sampling"]
-        console.print(f"  sampler: {sampling['mean_per_hour']:.1f} measurements an hour on "
-                      f"average, {sampling['at_max_share']:.0%} of hours at the maximum")
-    console.print(
-        f"paper: {PAPER['text']}\nours: the model fed the sampler's 24-hour estimate; naive: "
-        "dedicated / (1 - the last measured utilisation); past 24h: the model fed the exact "
-        "parameters of the jobs of the 24 hours before launch (a noiseless sampler); true: the "
-        "station's long-run parameters (Poisson only); clairv.: the parameters of the task's "
-        "own run window (its mean misses by the backlog at launch alone); idle start: ours "
-        "against the same task on the machine emptied at launch. ours p50/p90/p95: "
-        "share of tasks finished by the predicted quantile. (-n): tasks censored (still "
-        "running when the known stream ended).")
-
-
-def plot(result: dict[str, Any], path: str) -> str | None:
-    """Mean error against work, one panel per section, ours solid, naive dashed."""
-    try:
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-        from matplotlib.figure import Figure
-    except ImportError:
-        return None
-    figure = Figure(figsize=(11, 5), layout="constrained")
-    FigureCanvasAgg(figure)
-    for index, (section, title) in enumerate((("single", "one workstation"),
-                                              ("parallel", counted(result["stations"],
-                                                                   "workstation")))):
-        axes = figure.add_subplot(1, 2, index + 1)
-        lines = {(family["name"], colour, name): [row[name]["mean"] if row[name] else math.nan
-                                                  for row in family[section]]
-                 for colour, family in enumerate(result["families"])
-                 for name in ("ours", "naive", "true", "clairvoyant")
-                 if any(row[name] for row in family[section])}  # "true": Poisson only
-        # the clairvoyant's near-zero error would stretch the log axis over decades
-        limits = log_limits(v for key, values in lines.items() if key[2] != "clairvoyant"
-                            for v in values)
-        styles = {"ours": "-o", "naive": "--", "true": "-.", "clairvoyant": ":"}
-        for (family_name, colour, name), values in lines.items():
-            hours = [row["hours"] for row in result["families"][colour][section]]
-            axes.plot(hours, values, styles[name], color=f"C{colour}",
-                      label=f"{family_name} {name}")
-        note_off_axis(axes, "clairvoyant", (v for key, values in lines.items()
-                                            if key[2] == "clairvoyant" for v in values), limits)
-        axes.set_xscale("log", base=2)
-        axes.set_yscale("log")
-        axes.set_ylim(*limits)
-        axes.set_title(title)
-        axes.set_xlabel("work (hours of dedicated CPU)")
-        axes.set_ylabel("mean |error|")
-    # the same lines in both panels: one legend below them, covering neither
-    figure.legend(*axes.get_legend_handles_labels(), loc="outside lower center", ncol=4,
-                  fontsize="small")
-    figure.savefig(path, dpi=100)
-    return path

@@ -25,7 +25,7 @@ import numpy as np
 
 from ghs.errors import GhsError
 from ghs.traces import busy_fraction
-from scheduler import Host, partition, predict
+from scheduler import Host, choices, partition, predict
 from scheduler.simulation import simulate
 from scheduler.workload import Demand, Trace, demand, poisson_jobs
 
@@ -34,7 +34,7 @@ SPEED_RATIO = 1.33
 MEAN_DEMAND_SECONDS = 120.0
 DEMAND_COV = 1.5
 HOURS = (1, 2, 3, 4, 5, 6, 7, 8)
-PARTITIONS = ("equal-mean", "equal-load", "speed")
+PARTITIONS = choices.PARTITIONS
 STARTS = ("warm", "idle")
 FASTER = ("A", "B")
 MEASURE_SECONDS = 60.0
@@ -162,67 +162,3 @@ def _summary(scenarios: list[dict[str, Any]]) -> dict[str, Any]:
             "model_mean_abs_error_warm": float(np.mean(model)),
             "naive_mean_abs_error": float(np.mean(naive))}
     return summary
-
-
-def show(console: Any, result: dict[str, Any]) -> None:
-    """Per reading of the speed ratio: completion per partition and the savings, then errors."""
-    from rich.table import Table
-
-    for scenario in result["scenarios"]:
-        hosts = ", ".join(f"{h['name']} rho {h['rho']:.1f} tau {h['tau']:.2f}"
-                          for h in scenario["hosts"])
-        table = Table(title=f"{scenario['faster']} faster ({hosts}); simulated mean, "
-                            f"{result['runs']:,} runs, warm / idle start", title_justify="left")
-        for column in ("work", *PARTITIONS, "saving vs equal-load", "saving vs speed",
-                       "model err", "naive err", "naive at rho"):
-            table.add_column(column, justify="right")
-        for row in scenario["rows"]:
-            parts = row["partitions"]
-            cells = [f"{parts[m]['simulated']['warm']['mean']:,.0f} / "
-                     f"{parts[m]['simulated']['idle']['mean']:,.0f}" for m in PARTITIONS]
-            saving = row["saving"]
-            model = [np.mean([p["model_error"][s] for p in parts.values()]) for s in STARTS]
-            naive = [np.mean([p["naive"][k] for p in parts.values()])
-                     for k in ("mean_abs_error", "median_abs_error")]
-            at_rho = np.mean([p["naive"]["at_true_utilisation_error"] for p in parts.values()])
-            table.add_row(f"{row['hours']} h", *cells,
-                          f"{saving['warm']['vs_equal_load']:.1%} / "
-                          f"{saving['idle']['vs_equal_load']:.1%}",
-                          f"{saving['warm']['vs_speed']:.1%} / {saving['idle']['vs_speed']:.1%}",
-                          f"{model[0]:.1%} / {model[1]:.1%}",
-                          f"{naive[0]:.0%} / {naive[1]:.0%}", f"{at_rho:.1%}")
-        console.print(table)
-        asym = scenario["asymptotic_saving"]
-        console.print(f"  long-task limit: {asym['vs_equal_load']:.1%} vs equal-load, "
-                      f"{asym['vs_speed']:.1%} vs speed")
-    console.print(f"paper (Fig. 7): {PAPER['text']}.\nmodel err: |predicted mean / simulated "
-                  "mean - 1|, warm / idle, averaged over the partitions; naive err: the same "
-                  f"for dedicated / (1 - last {result['measure_seconds']:g} s utilisation) "
-                  "against the warm mean, mean / median over readings; naive at rho: fed the "
-                  "long-run utilisation instead.")
-
-
-def plot(result: dict[str, Any], path: str) -> str | None:
-    """Fig. 7 as a PNG at ``path`` (simulated warm mean against work); None if no matplotlib."""
-    try:
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-        from matplotlib.figure import Figure
-    except ImportError:
-        return None
-    figure = Figure(figsize=(10, 4.5), layout="constrained")
-    FigureCanvasAgg(figure)
-    for index, scenario in enumerate(result["scenarios"]):
-        axes = figure.add_subplot(1, len(result["scenarios"]), index + 1)
-        hours = [row["hours"] for row in scenario["rows"]]
-        for method in PARTITIONS:
-            means = [row["partitions"][method]["simulated"]["warm"]["mean"] / 3600
-                     for row in scenario["rows"]]
-            axes.plot(hours, means, marker="o", label=method)
-        axes.set_title(f"{scenario['faster']} faster")
-        axes.set_xlabel("work (reference hours)")
-        axes.set_ylabel("simulated completion (hours)")
-    # the same partitions in every panel: one legend, below them, covering no line
-    figure.legend(*axes.get_legend_handles_labels(), loc="outside lower center",
-                  ncol=len(PARTITIONS))
-    figure.savefig(path, dpi=100)
-    return path

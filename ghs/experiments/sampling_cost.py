@@ -26,7 +26,6 @@ from typing import Any
 import numpy as np
 
 from ghs.errors import GhsError
-from ghs.experiments.figures import legend_beside
 from ghs.experiments.launches import HOUR_SECONDS, SAMPLING, Sampling, Station, watch
 from ghs.experiments.partition import case_seed
 from ghs.traces import busy_fraction
@@ -124,73 +123,3 @@ def _summary(hours: list[dict[str, Any]], days: int, estimates: dict[str, np.nda
                     np.mean(np.abs(values - upcoming)[chosen]))
             rows.append(row)
     return rows
-
-
-def show(console: Any, result: dict[str, Any]) -> None:
-    """Per phase: measurements an hour (adaptive vs fixed) and the estimates' errors."""
-    from rich.table import Table
-
-    table = Table(title=f"Measurements an hour and |utilisation estimate - truth|, "
-                        f"{result['size']} virtual day(s) a phase, "
-                        f"{result['sampling']['interval_seconds']:g} s measurements, bounds "
-                        f"{result['sampling']['min_per_hour']}-"
-                        f"{result['sampling']['max_per_hour']}", title_justify="left")
-    for column in ("phase", "part", "adaptive/h (min-max)", "fixed/h", "saving",
-                   "24h err adaptive", "fixed", "naive", "next-hour err adaptive", "fixed ",
-                   "naive "):
-        table.add_column(column, justify="right")
-    for row in result["summary"]:
-        table.add_row(row["phase"], row["part"],
-                      f"{row['adaptive_per_hour']:.1f} ({row['adaptive_min']}-"
-                      f"{row['adaptive_max']})", f"{row['fixed_per_hour']:.1f}",
-                      f"{row['saving']:.0%}",
-                      *(f"{row[f'{name}_error_past_24h']:.3f}"
-                        for name in ("adaptive", "fixed", "naive")),
-                      *(f"{row[f'{name}_error_next_hour']:.3f}"
-                        for name in ("adaptive", "fixed", "naive")))
-    console.print(table)
-    counts = [h["adaptive_count"] for h in result["hours"]]
-    console.print("adaptive measurements per hour: " + " ".join(str(c) for c in counts))
-    phases = ", ".join(f"{p['name']} at utilisation "
-                       f"{'/'.join(f'{u:g}' for u in p['utilisation'])}"
-                       for p in result["phases"])
-    console.print(f"phases: {phases}. fixed: a sampler pinned at the maximum rate; naive: the "
-                  "last single reading. 24h err: against the true busy fraction of the previous "
-                  "24 hours; next-hour err: against the next hour's.\n"
-                  f"paper ({PAPER['text']}).")
-
-
-def plot(result: dict[str, Any], path: str) -> str | None:
-    """Counts per hour (top) and utilisation estimates against the truth (bottom)."""
-    try:
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-        from matplotlib.figure import Figure
-    except ImportError:
-        return None
-    figure = Figure(figsize=(11, 6), layout="constrained")
-    FigureCanvasAgg(figure)
-    hours = [h["hour"] for h in result["hours"]]
-    top = figure.add_subplot(2, 1, 1)
-    top.step(hours, [h["adaptive_count"] for h in result["hours"]], where="post",
-             label="adaptive")
-    top.step(hours, [h["fixed_count"] for h in result["hours"]], where="post", label="fixed")
-    top.set_ylabel("measurements in the hour")
-    bottom = figure.add_subplot(2, 1, 2, sharex=top)
-    for key, label in (("rho_past_24h", "true (previous 24 h)"), ("rho_adaptive", "adaptive"),
-                       ("rho_fixed", "fixed"), ("rho_naive", "naive (last reading)")):
-        bottom.plot(hours, [h[key] for h in result["hours"]], label=label,
-                    linewidth=0.6 if key == "rho_naive" else 1.2)
-    bottom.set_ylabel("utilisation")
-    bottom.set_xlabel("hour")
-    phase_hours = result["size"] * 24
-    for axes in (top, bottom):
-        for boundary in range(1, len(result["phases"])):
-            axes.axvline(boundary * phase_hours, color="grey", linestyle=":")
-        legend_beside(axes, fontsize="small")
-    # name each phase above its stretch of the top panel, so the dotted lines read
-    for index, phase in enumerate(result["phases"]):
-        top.annotate(phase["name"], xy=((index + 0.5) * phase_hours, 1.0),
-                     xycoords=("data", "axes fraction"), xytext=(0, 3),
-                     textcoords="offset points", ha="center", va="bottom", fontsize="small")
-    figure.savefig(path, dpi=100)
-    return path

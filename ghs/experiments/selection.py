@@ -33,7 +33,6 @@ from typing import Any
 import numpy as np
 
 from ghs.errors import GhsError, TraceError
-from ghs.experiments.figures import legend_beside
 from ghs.experiments.partition import case_seed, last_measured_utilisation, naive_predictions
 from ghs.traces import JobLog, workstation_traces
 from scheduler import Host, partition, predict, schedule
@@ -228,86 +227,3 @@ def _violations(reps: list[dict[str, Any]]) -> int:
         count += sum(rep["sets"][m]["criterion"] < best * (1 - 1e-6)
                      for m in ("heuristic", "prefix"))
     return count
-
-
-def show(console: Any, result: dict[str, Any]) -> None:
-    """Table 1 beside ours, then the methods' costs and the predictors' errors."""
-    from rich.table import Table
-
-    names = [f"R{n}" for n in RANDOM_SIZES] + ["all", *METHODS]
-    table = Table(title=f"Average completion (s) over {result['repetitions']} repetitions, "
-                        f"{result['work_seconds'] / 3600:g} h task, {result['runs']:,} runs a "
-                        f"set ({result['source']['kind']})", title_justify="left")
-    table.add_column("pool", justify="right")
-    for name in names:
-        table.add_column(name, justify="right")
-    for pool in result["pools"]:
-        columns = pool["columns"]
-        for start in ("warm", "idle"):
-            table.add_row(f"{pool['hosts']} {start}", *(
-                f"{columns[n][f'{start}_mean']:,.0f} ({columns[n]['hosts']:.1f})"
-                if n in columns else "" for n in names))
-        paper = result["paper"].get(str(pool["hosts"]), {})
-        hosts = paper.get("hosts", {})
-        table.add_row(f"{pool['hosts']} paper", *(
-            (f"{paper[n]:,.1f}" + (f" ({hosts[n]})" if n in hosts else "")) if n in paper
-            else "" for n in names), style="dim", end_section=True)
-    console.print(table)
-    console.print("(n): hosts used, averaged; warm: hosts mid-workload at launch, idle: empty. "
-                  "paper: SDSC Paragon / CTC SP2 workload on Sunwulf; its heuristic is 4.6% "
-                  "above optimal at 20 machines (486.1 s vs 464.9 s).")
-    cost = Table(title="Selection cost and prediction error (|predicted mean / simulated warm "
-                       "mean - 1|)", title_justify="left")
-    for column in ("pool", "method", "cost", "sets", "vs optimal warm / idle",
-                   "criterion vs optimal", "model err warm / idle", "naive err mean / median",
-                   "naive at rho"):
-        cost.add_column(column, justify="right")
-    for pool in result["pools"]:
-        columns, ratios = pool["columns"], pool["ratios"]
-        for method in METHODS:
-            row = columns[method]
-            versus = ("" if method == "optimal" else
-                      f"{ratios[f'{method}_vs_optimal_warm']:+.1%} / "
-                      f"{ratios[f'{method}_vs_optimal_idle']:+.1%}")
-            criterion = ("" if method == "optimal" else
-                         f"{ratios[f'{method}_criterion_vs_optimal']:+.1%}")
-            cost.add_row(str(pool["hosts"]), method, f"{row['cost_seconds']:.3f} s",
-                         f"{row['evaluations']:,.0f}", versus, criterion,
-                         f"{row['model_error']:.1%} / {row['model_error_idle']:.1%}",
-                         f"{row['naive_error']:.0%} / {row['naive_median_error']:.0%}",
-                         f"{row['naive_at_rho_error']:.1%}")
-    console.print(cost)
-    console.print(f"naive: dedicated / (1 - utilisation of the last {result['measure_seconds']:g}"
-                  " s), the slowest host deciding; 'at rho' feeds it the long-run utilisation.")
-    paper_cost = result["paper"]["cost_seconds"]
-    console.print(f"paper cost: optimal {paper_cost['optimal'][0]} s to "
-                  f"{paper_cost['optimal'][1]} s, heuristic {paper_cost['heuristic'][0]} s to "
-                  f"{paper_cost['heuristic'][1]} s (10 to 20 machines).")
-
-
-def plot(result: dict[str, Any], path: str) -> str | None:
-    """Grouped bars of the warm simulated means per pool size; None if no matplotlib."""
-    try:
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-        from matplotlib.figure import Figure
-    except ImportError:
-        return None
-    figure = Figure(figsize=(9, 4.5), layout="constrained")
-    FigureCanvasAgg(figure)
-    axes = figure.add_subplot(1, 1, 1)
-    names = [f"R{n}" for n in RANDOM_SIZES] + ["all", *METHODS]
-    width = 0.8 / len(names)
-    for offset, name in enumerate(names):
-        xs, ys = [], []
-        for position, pool in enumerate(result["pools"]):
-            if name in pool["columns"]:
-                xs.append(position + offset * width)
-                ys.append(pool["columns"][name]["warm_mean"])
-        if xs:
-            axes.bar(xs, ys, width, label=name, color=f"C{offset}")
-    axes.set_xticks([p + 0.4 - width / 2 for p in range(len(result["pools"]))],
-                    [f"{pool['hosts']} hosts" for pool in result["pools"]])
-    axes.set_ylabel("simulated completion (s)")
-    legend_beside(axes, fontsize="small")
-    figure.savefig(path, dpi=100)
-    return path

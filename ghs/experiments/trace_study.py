@@ -43,11 +43,9 @@ from ghs.experiments.error_vs_length import (
     length_rows,
     trace_stations,
 )
-from ghs.experiments.figures import counted, legend_beside, log_limits, note_off_axis
 from ghs.experiments.launches import (
     DAY_SECONDS,
     HOUR_SECONDS,
-    LEVELS,
     SAMPLING,
     Sampling,
     Station,
@@ -154,7 +152,8 @@ def replay(name: str, station: Station, boot_seconds: float,
                    field="name", value=name)
 
 
-def _mean(row: dict[str, Any], name: str, key: str = "mean") -> float:
+def row_error(row: dict[str, Any], name: str, key: str = "mean") -> float:
+    """A predictor's error statistic ``key`` in one length row, NaN when it has none."""
     return row[name][key] if row[name] else float("nan")
 
 
@@ -165,12 +164,13 @@ def _costs(variants: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     for index, row in enumerate(original):
         entry: dict[str, Any] = {"hours": row["hours"]}
         for key in ("mean", "median"):
-            costs = {source: _mean(row, "ours", key) - _mean(variants[name][index], "ours", key)
+            ours = row_error(row, "ours", key)
+            costs = {source: ours - row_error(variants[name][index], "ours", key)
                      for source, name in SOURCES.items()}
-            costs["non-stationarity"] = _mean(row, "ours", key) - _mean(row, "clairvoyant", key)
-            costs["sampler noise"] = _mean(row, "ours", key) - _mean(row, "past", key)
-            costs["stationary replay"] = (_mean(row, "ours", key)
-                                          - _mean(variants["stationary"][index], "ours", key))
+            costs["non-stationarity"] = ours - row_error(row, "clairvoyant", key)
+            costs["sampler noise"] = ours - row_error(row, "past", key)
+            costs["stationary replay"] = ours - row_error(variants["stationary"][index], "ours",
+                                                          key)
             entry[key] = costs
         per_length.append(entry)
     named = [*SOURCES, "non-stationarity"]
@@ -180,83 +180,3 @@ def _costs(variants: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
             "median_over_lengths": {source: float(np.mean([e["median"][source]
                                                            for e in per_length]))
                                     for source in named}}
-
-
-def show(console: Any, result: dict[str, Any]) -> None:
-    """Each variant's errors per task length, then the costs and the largest source."""
-    from rich.table import Table
-
-    info = result["info"]
-    table = Table(title=f"{info['source']}: one-workstation tasks on "
-                        f"{counted(len(result['stations']), 'workstation')} x "
-                        f"{counted(result['launches'], 'launch', 'launches')}, mean |error| "
-                        "(median)",
-                  title_justify="left")
-    for column in ("variant", "work", "tasks", "ours", "naive", "past 24h", "true",
-                   "clairv.", "ours p50/p90/p95"):
-        table.add_column(column, justify="right")
-    for name, rows in result["variants"].items():
-        for index, row in enumerate(rows):
-            cover = row["coverage"]["ours"]
-            table.add_row(
-                name if index == 0 else "", f"{row['hours']:g} h",
-                f"{row['tasks']}" + (f" (-{row['censored']})" if row["censored"] else ""),
-                _cell(row["ours"]), _cell(row["naive"]), _cell(row["past"]), _cell(row["true"]),
-                _cell(row["clairvoyant"]),
-                "-" if cover is None else "/".join(f"{cover[lv]:.0%}" for lv in LEVELS),
-                end_section=index == len(rows) - 1)
-    console.print(table)
-    for name, text in result["descriptions"].items():
-        console.print(f"  {name}: {text}")
-    costs = Table(title="What each assumption costs: drop of our mean |error| (median) when "
-                        "it is removed", title_justify="left")
-    sources = [*SOURCES, "non-stationarity", "sampler noise", "stationary replay"]
-    costs.add_column("work", justify="right")
-    for source in sources:
-        costs.add_column(source, justify="right")
-    for entry in result["costs"]["per_length"]:
-        costs.add_row(f"{entry['hours']:g} h", *(
-            f"{entry['mean'][s]:+.1%} ({entry['median'][s]:+.1%})" for s in sources))
-    console.print(costs)
-    console.print(f"largest source of error (mean over lengths): {result['largest']}; "
-                  "non-stationarity = ours - clairvoyant, sampler noise = ours - past 24h, "
-                  "the others = ours on the log - ours on the replay without the violation.")
-
-
-def _cell(summary: dict[str, float] | None) -> str:
-    if summary is None:
-        return "-"
-    return f"{summary['mean']:.0%} ({summary['median']:.0%})"
-
-
-def plot(result: dict[str, Any], path: str) -> str | None:
-    """Mean error against task length for each variant; None if no matplotlib."""
-    try:
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-        from matplotlib.figure import Figure
-    except ImportError:
-        return None
-    figure = Figure(figsize=(9, 4.5), layout="constrained")
-    FigureCanvasAgg(figure)
-    axes = figure.add_subplot(1, 1, 1)
-    for index, (name, rows) in enumerate(result["variants"].items()):
-        hours = [row["hours"] for row in rows]
-        axes.plot(hours, [_mean(row, "ours") for row in rows], "-o", color=f"C{index}",
-                  label=f"ours, {name}")
-    original = result["variants"]["original"]
-    clairvoyant = [_mean(row, "clairvoyant") for row in original]
-    # the axis follows our errors; the clairvoyant's near-zero ones would squash them
-    limits = log_limits(_mean(row, "ours") for rows in result["variants"].values()
-                        for row in rows)
-    axes.plot([row["hours"] for row in original], clairvoyant, ":", color="black",
-              label="clairvoyant, original")
-    note_off_axis(axes, "clairvoyant", clairvoyant, limits)
-    axes.set_xscale("log", base=2)
-    axes.set_yscale("log")
-    axes.set_ylim(*limits)
-    axes.set_xlabel("task (hours of dedicated CPU)")
-    axes.set_ylabel("mean |error|")
-    axes.set_title(f"{result['info']['source']}: error sources")
-    legend_beside(axes, fontsize="small")
-    figure.savefig(path, dpi=100)
-    return path

@@ -109,6 +109,7 @@ def test_selection_pools_from_a_workload_log(tmp_path):
     assert columns["optimal"]["warm_mean"] > 0
 
 
+@pytest.mark.slow
 def test_cli_partition_json_and_plot(tmp_path):
     runner = CliRunner()
     outcome = runner.invoke(main, ["experiment", "partition", "--size", "100", "--seed", "3",

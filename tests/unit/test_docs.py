@@ -33,6 +33,15 @@ def test_readme_opens_with_two_setup_commands_and_ci_runs_the_test_one():
     assert install_and_test in ci.splitlines()
 
 
+def test_the_readme_test_line_runs_the_slow_tier_too():
+    # the slow marker only splits the suite: nothing deselects it unless asked with -m
+    install_and_test = _setup_commands()[1]
+    assert " -m " not in install_and_test.split("pytest", 1)[1]
+    options = re.search(r'addopts = "([^"]*)"', (ROOT / "pyproject.toml").read_text())
+    assert options and "-m" not in options.group(1).split()
+    assert '-m "not slow"' in README
+
+
 def _commands(group, prefix="ghs"):
     context = click.Context(group)
     for name in group.list_commands(context):
@@ -97,6 +106,7 @@ def test_ruff_is_clean():
     assert completed.returncode == 0, completed.stdout[-3000:]
 
 
+@pytest.mark.slow
 def test_mypy_is_clean_on_scheduler_and_protocol():
     pytest.importorskip("mypy", reason="mypy is in the test extra")
     completed = subprocess.run([sys.executable, "-m", "mypy"], capture_output=True, text=True,

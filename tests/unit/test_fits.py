@@ -38,3 +38,49 @@ def test_weibull_shape_inverts_the_cov_over_a_wide_range():
     measured = [stats.weibull_min(s).std() / stats.weibull_min(s).mean()
                 for s in fits.weibull_shape(tiny)]
     assert np.allclose(measured, tiny, rtol=1e-3)
+
+
+@pytest.mark.parametrize("cov", [0.1, 1.0, 3.0])
+@pytest.mark.parametrize("name", ["gamma", "weibull", "lognormal"])
+def test_family_objects_agree_with_scipy(name, cov):
+    family = fits.BY_NAME[name]
+    assert fits.FAMILIES[family.code] is family and fits.NAMES[family.code] == name
+    mean = np.array([2.0, 40.0, 900.0])
+    var = (cov * mean) ** 2
+    p1, p2 = family.fit(mean, var)
+    laws = {
+        "gamma": lambda a, b: stats.gamma(a, scale=b),
+        "weibull": lambda a, b: stats.weibull_min(a, scale=b),
+        "lognormal": lambda a, b: stats.lognorm(a, scale=np.exp(b)),
+    }
+    for i in range(len(mean)):
+        law = laws[name](p1[i], p2[i])
+        assert family.mean(p1[i], p2[i]) == pytest.approx(law.mean(), rel=1e-10)
+        assert family.variance(p1[i], p2[i]) == pytest.approx(law.var(), rel=1e-8)
+        y = mean[i] * np.array([0.2, 1.0, 3.0])
+        assert np.allclose(family.cdf(p1[i], p2[i], y), law.cdf(y), rtol=1e-9, atol=1e-15)
+        prob = np.array([0.1, 0.5, 0.99])
+        assert np.allclose(family.quantile(p1[i], p2[i], prob), law.ppf(prob), rtol=1e-7)
+
+
+def test_mixed_codes_send_each_element_to_its_family():
+    rho = np.array([0.05, 0.3, 0.7, 0.1])
+    code = fits.family_codes("auto", rho)
+    assert [fits.NAMES[int(c)] for c in code] == ["gamma", "weibull", "lognormal", "gamma"]
+    mean, var = np.array([10.0, 20.0, 30.0, 40.0]), np.array([50.0, 400.0, 2000.0, 100.0])
+    p1, p2 = fits.fit(code, mean, var)
+    assert np.allclose(fits.mean(code, p1, p2), mean, rtol=1e-9)
+    assert np.allclose(fits.variance(code, p1, p2), var, rtol=1e-8)
+    y = np.array([5.0, 25.0, 60.0, 41.0])
+    alone = [fits.FAMILIES[int(c)].sf(a, b, v) for c, a, b, v in zip(code, p1, p2, y)]
+    assert np.allclose(fits.sf(code, p1, p2, y), alone, rtol=1e-12)
+    q = np.array([0.5, 0.1, 1e-4, 0.9])
+    assert np.allclose(fits.sf(code, p1, p2, fits.isf(code, p1, p2, q)), q, rtol=1e-7)
+
+
+def test_unknown_distribution_names_the_choices():
+    from scheduler.errors import InvalidArgumentError
+
+    with pytest.raises(InvalidArgumentError, match="gamma, weibull, lognormal, auto") as err:
+        fits.family_codes("pareto", np.array([0.1]))
+    assert err.value.field == "dist" and err.value.value == "pareto"

@@ -26,7 +26,8 @@ def random_hosts(rng, count):
     return hosts
 
 
-@pytest.mark.parametrize(("count", "seed"), [(1, 0), (3, 1), (5, 2), (7, 3), (8, 4), (10, 5)])
+@pytest.mark.parametrize(("count", "seed"), [(1, 0), (3, 1), (5, 2), (7, 3), (8, 4),
+                                            pytest.param(10, 5, marks=pytest.mark.slow)])
 def test_optimal_equals_a_brute_force_minimum(count, seed):
     rng = np.random.default_rng(seed)
     hosts = random_hosts(rng, count)
