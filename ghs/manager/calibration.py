@@ -71,11 +71,12 @@ class Calibration:
 
     def __init__(self, store: Any, *, lengths_seconds: Sequence[float] = (
             900.0, 3600.0, 4 * 3600.0, 16 * 3600.0), snapshot_fresh_seconds: float = 180.0,
-            max_catch_up_hours: int = 8 * 24) -> None:
+            max_catch_up_hours: int = 48, history_days: float = 8.0) -> None:
         self.store = store
         self.lengths = np.asarray(lengths_seconds, dtype=float)
         self.snapshot_fresh_seconds = snapshot_fresh_seconds
         self.max_catch_up_hours = max_catch_up_hours
+        self.history_days = history_days
         self.bank = ForecastBank(0)
         self.weights = BacklogWeights(0)
         self.calibrators = [Calibrator(0) for _ in self.lengths]
@@ -99,39 +100,60 @@ class Calibration:
                     calibrator.grow(rows)
             return found
 
-    def advance(self, host_id: str, cores: int) -> int:
-        """Make the shadow launches of every whole hour the host's records have passed and
-        score those now known. Returns how many launches were made."""
+    def hours_behind(self, host_id: str) -> float:
+        """Whole hours of the host's record not yet launched on (inf before the first)."""
+        latest = self.store.streams.latest_epoch_seconds(host_id)
+        with self.lock:
+            track = self.tracks.get(host_id)
+            if latest is None:
+                return 0.0
+            if track is None or track.next_launch is None:
+                return math.inf
+            return max(0.0, (math.floor(latest / HOUR_SECONDS) * HOUR_SECONDS
+                             - track.next_launch) / HOUR_SECONDS + 1.0)
+
+    def advance(self, host_id: str, cores: int, *, max_hours: int | None = None) -> int:
+        """Make the shadow launches of the whole hours the host's records have passed (at
+        most ``max_hours`` of them: a long catch-up goes in chunks, so a query waiting for
+        the lock waits for one chunk) and score those now known. Returns how many launches
+        were made."""
         with self.lock:
             track = self.track(host_id, cores)
             latest = self.store.streams.latest_epoch_seconds(host_id)
             if latest is None:
                 return 0
             last_hour = math.floor(latest / HOUR_SECONDS) * HOUR_SECONDS
-            if track.next_launch is None:
-                track.next_launch = last_hour - self.max_catch_up_hours * HOUR_SECONDS
-            first = max(track.next_launch, last_hour - self.max_catch_up_hours * HOUR_SECONDS)
+            oldest = last_hour - self.max_catch_up_hours * HOUR_SECONDS
+            first = oldest if track.next_launch is None else max(track.next_launch, oldest)
             if first > last_hour:
                 return 0
+            stop = last_hour if max_hours is None else min(
+                last_hour, first + (max_hours - 1) * HOUR_SECONDS)
+            # a new host's forecasters start from the days before its first launch
+            since = first - (self.history_days if track.next_bin is None else 2) * 86400.0
             inputs = ShadowInputs.load(self.store, host_id, track.cores,
-                                       since_epoch_seconds=first - 2 * 86400.0)
+                                       since_epoch_seconds=since)
+            if track.next_bin is None:
+                track.next_bin = int(self.bank.bin_of(since))
             made = 0
-            for hour in np.arange(first, last_hour + 1.0, HOUR_SECONDS):
+            for hour in np.arange(first, stop + 1.0, HOUR_SECONDS):
                 self._push_bins(track, inputs, float(hour))
                 self._settle(host_id, track, inputs.capacity, float(hour))
                 made += self._launch(host_id, track, inputs, float(hour))
-            track.next_launch = last_hour + HOUR_SECONDS
-            self._settle(host_id, track, inputs.capacity, latest)
+            track.next_launch = stop + HOUR_SECONDS
+            self._settle(host_id, track, inputs.capacity, latest if stop == last_hour else stop)
             self._flush()
             return made
 
     def _push_bins(self, track: _Track, inputs: ShadowInputs, until: float) -> None:
         stop = int(self.bank.bin_of(until))
-        start = track.next_bin
-        for b in range(stop if start is None else start, stop):
+        rows = [2 * track.row, 2 * track.row + 1]
+        # never before what the bank already holds (a host's clock may step back)
+        start = max(track.next_bin or stop, int(self.bank.next_bin[rows[0]]))
+        for b in range(start, stop):
             lam, rho = inputs.bin_means(b, self.bank.settings.bin_seconds)
-            self.bank.push([2 * track.row, 2 * track.row + 1], b, [lam, rho])
-        track.next_bin = stop
+            self.bank.push(rows, b, [lam, rho])
+        track.next_bin = max(stop, start)
 
     def _launch(self, host_id: str, track: _Track, inputs: ShadowInputs, hour: float) -> int:
         """The shadow launches of one hour: every task length at once (one prediction of a

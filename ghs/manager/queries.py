@@ -35,6 +35,9 @@ from scheduler.selection import Exclusion
 TRACKING_REQUESTS = (EtaRequest, ReportRequest, AccuracyRequest)
 
 
+QUERY_CATCH_UP_HOURS = 2
+
+
 class UnknownHostError(GhsError):
     """A query named a host the manager has never heard of, or one it cannot use."""
 
@@ -74,10 +77,17 @@ class QueryService:
     def calibrated(self) -> bool:
         return self.settings.predictor == "calibrated"
 
-    def refresh(self) -> int:
-        """Bring every host's forecast and calibration up to date (shadow launches made)."""
-        return sum(self.calibration.advance(facts.host_id, facts.cores)
+    def refresh(self, chunk_hours: int = 6) -> int:
+        """One pass bringing every host's forecast and calibration up to date, at most
+        ``chunk_hours`` of each host's record (shadow launches made; call again while > 0)."""
+        return sum(self.calibration.advance(facts.host_id, facts.cores, max_hours=chunk_hours)
                    for facts in self.cache.store.hosts())
+
+    def _top_up(self, host_id: str, cores: int) -> None:
+        """A query brings a nearly current host up to date; a long catch-up is left to the
+        background refresh (the host is answered from the record it has so far)."""
+        if self.calibration.hours_behind(host_id) <= QUERY_CATCH_UP_HOURS:
+            self.calibration.advance(host_id, cores)
 
     def backtest(self, hosts: Sequence[str] | None = None,
                  work_seconds: Sequence[float] | None = None,
@@ -89,7 +99,7 @@ class QueryService:
             if name not in known:
                 raise UnknownHostError(f"unknown host {name!r}", field="hosts", value=name)
         for name in hosts or known:
-            self.calibration.advance(name, known[name].cores)
+            self._top_up(name, known[name].cores)
         return manager_backtest(self.calibration.ledger(hosts),
                                 lengths_seconds=list(self.calibration.lengths),
                                 work_seconds=work_seconds,
@@ -106,7 +116,7 @@ class QueryService:
         starts_in = backlogs or [Backlog.steady_state()] * len(chosen)
         tracks = []
         for host in chosen:
-            self.calibration.advance(host.name, host.cores)
+            self._top_up(host.name, host.cores)
             tracks.append(self.calibration.track(host.name, host.cores))
         streams = self.cache.store.streams
         now = self.clock()

@@ -85,11 +85,14 @@ def _prune(manager: Manager, stop: threading.Event, retention_seconds: float,
 
 
 def _calibrate(manager: Manager, stop: threading.Event, every_seconds: float) -> None:
-    while not stop.wait(every_seconds):
+    made = 0
+    # a pass takes a few hours of each host's record; passes follow at once while catching up
+    while not stop.wait(0.0 if made else every_seconds):
         try:
             made = manager.queries.refresh()
         except Exception:  # a bad host's records must not end the refreshes of the others
             LOG.exception("calibration refresh failed")
+            made = 0
             continue
         if made:
             LOG.info("calibration: %d shadow launches made", made)

@@ -7,6 +7,7 @@ import json
 
 import pytest
 from click.testing import CliRunner
+from daemons import wait_for
 from test_replay import walk, write_log
 
 from ghs.cli import main
@@ -39,7 +40,15 @@ def test_the_manager_scores_its_predictions_and_answers_calibrated(daemons, tmp_
                           log="replay.log")
     assert agent.wait(300) == 0, daemons.log("replay.log")
     with daemons.client(endpoint, timeout_seconds=60.0) as client:
-        record = client.backtest(["ws8"])
+        # the manager catches up on the replayed record in the background, a few hours a pass
+        def caught_up():
+            found = client.backtest(["ws8"])
+            hours = {r["launch_seconds"] for r in found["launches"]
+                     if r["predictor"] == "calibrated"}
+            return found if len(hours) >= UNTIL_HOURS - 6 else None
+
+        record = wait_for(caught_up, 120.0, "the shadow launches of the replayed record",
+                          interval=1.0)
         zero = client.history("ws8")["replay_zero_epoch"]
         answer = client.predict_answer(3600.0)
     launches = record["launches"]
