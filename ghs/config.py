@@ -28,6 +28,8 @@ from scheduler.choices import (  # plain tuples: reading the config does not loa
     DISTRIBUTIONS,
     METHODS,
     PARTITIONS,
+    PREDICTORS,
+    START_CHOICES,
     START_STATES,
 )
 
@@ -63,11 +65,11 @@ class SchedulerConfig:
                                      help="largest candidate set exact selection accepts")
     task_ratio: float = setting(4.0, low=0.0, low_open=True,
                                 help="minimum work per host over mean local demand (Fig. 3)")
-    predictor: str = setting(
-        "calibrated", choices=("calibrated", "model"),
-        help="a manager's answers: calibrated (each host's run-window forecast, the start its "
-             "record chose, quantiles calibrated on its own record) or model (24-hour average "
-             "and start_state, uncalibrated)")
+    predictor: str = setting("calibrated", choices=PREDICTORS,
+                             help="a manager's answers (README: Calibrated answers)")
+    start_choice: str = setting("carried", choices=START_CHOICES,
+                                help="calibrated answers, jobs running: carried load or the "
+                                     "start of lowest recent error on the host's record")
     start_state: str = setting(
         "auto", choices=START_STATES,
         help="the local work a task finds at launch: auto (the jobs of a fresh running "

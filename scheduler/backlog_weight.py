@@ -10,9 +10,11 @@ the forecast-only view does). Every launch that started with local work is predi
 candidate, each candidate's relative error |mean - realised| / realised is kept as an
 exponentially decayed average per host, and the candidate of lowest recent error is used, as
 the Network Weather Service picks its forecaster. Before a host or the pool has any record the
-carried-load start is used (the model's backlog when ``carried`` is off): on the real logs
-tried it has the smallest error of the candidates on busy launches, and a busy period's
-launches are scored only once its long jobs end.
+carried-load start is used (the model's backlog when ``carried`` is off), and it is the
+default choice whatever the record says (``by_record`` off): on the six real logs tried it had
+the smallest error of the candidates on launches with jobs running, and choosing by the
+record did worse there, since a busy period's launches are scored only once its long jobs end
+(the short ones first), which biases the record toward the backlog.
 A host with a short record leans on the pool's errors (``prior_launches`` worth of them).
 """
 
@@ -37,6 +39,7 @@ class WeightSettings:
 
     weights: tuple[float, ...] = field(default=WEIGHTS)
     carried: bool = True
+    by_record: bool = False
     decay: float = 0.9
     prior_launches: float = 5.0
 
@@ -135,8 +138,10 @@ class BacklogWeights(RowState):
         return (n * own + k * pool) / (n + k) if k > 0 else own
 
     def _best(self, idx: np.ndarray) -> np.ndarray:
-        score = self._blended(idx)
         model = self.candidates - 1  # before any record: carried load (or the full backlog)
+        if not self.settings.by_record:
+            return np.full(idx.size, model)
+        score = self._blended(idx)
         known = np.isfinite(score).all(axis=1)
         best = np.argmin(np.where(np.isfinite(score), score, np.inf), axis=1)
         return np.where(known, best, model)

@@ -27,3 +27,8 @@ START_STATES = ("auto", "steady-state", "idle")
 DEMAND_KINDS = ("exponential", "deterministic", "lognormal", "gamma", "hyperexponential",
                 "loguniform")
 """Laws of a local job's CPU demand in the simulator."""
+
+PREDICTORS = ("calibrated", "model")
+"""A manager's answers: calibrated (run-window forecast, conformal per host) or the model."""
+START_CHOICES = ("carried", "record")
+"""Calibrated answers on a host with jobs running: carried load, or chosen by its record."""

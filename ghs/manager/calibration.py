@@ -34,7 +34,7 @@ from ghs.manager.realised import CapacitySeries, overran, realised_seconds
 from ghs.manager.shadow_start import ShadowInputs, host_at, starts_of
 from scheduler import Calibrator, ForecastBank, Host, predict
 from scheduler.backlog import Backlog
-from scheduler.backlog_weight import BacklogWeights
+from scheduler.backlog_weight import BacklogWeights, WeightSettings
 from scheduler.calibrated import host_quantiles
 
 HOUR_SECONDS = 3600.0
@@ -71,14 +71,15 @@ class Calibration:
 
     def __init__(self, store: Any, *, lengths_seconds: Sequence[float] = (
             900.0, 3600.0, 4 * 3600.0, 16 * 3600.0), snapshot_fresh_seconds: float = 180.0,
-            max_catch_up_hours: int = 48, history_days: float = 8.0) -> None:
+            max_catch_up_hours: int = 48, history_days: float = 8.0,
+            start_by_record: bool = False) -> None:
         self.store = store
         self.lengths = np.asarray(lengths_seconds, dtype=float)
         self.snapshot_fresh_seconds = snapshot_fresh_seconds
         self.max_catch_up_hours = max_catch_up_hours
         self.history_days = history_days
         self.bank = ForecastBank(0)
-        self.weights = BacklogWeights(0)
+        self.weights = BacklogWeights(0, WeightSettings(by_record=start_by_record))
         self.calibrators = [Calibrator(0) for _ in self.lengths]
         self.tracks: dict[str, _Track] = {}
         self.lock = threading.RLock()

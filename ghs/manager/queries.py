@@ -71,7 +71,8 @@ class QueryService:
         self.stale_after_seconds = stale_after_seconds
         self.snapshot_fresh_seconds = snapshot_fresh_seconds
         self.clock = clock
-        self.calibration = Calibration(cache.store, snapshot_fresh_seconds=snapshot_fresh_seconds)
+        self.calibration = Calibration(cache.store, snapshot_fresh_seconds=snapshot_fresh_seconds,
+                                       start_by_record=settings.start_choice == "record")
 
     @property
     def calibrated(self) -> bool:

@@ -65,7 +65,8 @@ def test_a_weighted_backlog_scales_the_work_held_at_launch():
 
 
 def test_the_start_of_lowest_recent_error_is_chosen_per_host():
-    weights = BacklogWeights(2)
+    weights = BacklogWeights(2, WeightSettings(by_record=True))
+    assert BacklogWeights(1).choose([0]).tolist() == [5]  # the default: carried load
     assert weights.choose([0, 1]).tolist() == [5, 5]  # no record: the carried load
     assert weights.describe(5) == {"start": "carried"}
     realised = 1000.0
