@@ -84,6 +84,7 @@ class Calibration:
         self.tracks: dict[str, _Track] = {}
         self.lock = threading.RLock()
         self._writes: list[tuple[dict[str, Any] | None, tuple[Any, ...] | None]] = []
+        self._absorbed: set[tuple[int, str]] = set()
         self._create_ledger()
 
     # -- keeping up --------------------------------------------------------------------------
@@ -245,6 +246,28 @@ class Calibration:
                 [track.row], (realised > shadow.reported)[None], (realised > shadow.pooled)[None])
         if shadow.candidates is not None:
             self.weights.record([track.row], [realised], shadow.candidates[None])
+
+    def absorb_reports(self, since_epoch_seconds: float) -> int:
+        """Feed completion reports of served predictions (``ghs report``, the Dask adapter)
+        to the calibrators: each reported share is one more scored launch of its host, at the
+        task length nearest its predicted mean, against the quantiles it was served. Each is
+        taken once. Returns how many were taken."""
+        taken = 0
+        with self.lock:
+            for outcome in self.store.reported_outcomes(since_epoch_seconds):
+                key = (outcome.prediction_id, outcome.host)
+                track = self.tracks.get(outcome.host)
+                if key in self._absorbed or track is None or not outcome.realised_seconds > 0:
+                    continue
+                self._absorbed.add(key)
+                served = np.array([outcome.p50_seconds, outcome.p90_seconds,
+                                   outcome.p95_seconds])
+                j = int(np.argmin(np.abs(np.log(self.lengths) - math.log(
+                    max(outcome.predicted_mean_seconds, 1.0)))))
+                missed = (outcome.realised_seconds > served)[None]
+                self.calibrators[j].record([track.row], missed, missed)
+                taken += 1
+        return taken
 
     # -- answering ---------------------------------------------------------------------------
 

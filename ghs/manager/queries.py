@@ -81,8 +81,11 @@ class QueryService:
     def refresh(self, chunk_hours: int = 6) -> int:
         """One pass bringing every host's forecast and calibration up to date, at most
         ``chunk_hours`` of each host's record (shadow launches made; call again while > 0)."""
-        return sum(self.calibration.advance(facts.host_id, facts.cores, max_hours=chunk_hours)
+        made = sum(self.calibration.advance(facts.host_id, facts.cores, max_hours=chunk_hours)
                    for facts in self.cache.store.hosts())
+        # reports of the last two days (what a restarted manager's record spans)
+        self.calibration.absorb_reports(self.clock() - 2 * 86400.0)
+        return made
 
     def _top_up(self, host_id: str, cores: int) -> None:
         """A query brings a nearly current host up to date; a long catch-up is left to the

@@ -110,3 +110,23 @@ def starts_idle():
     from scheduler.backlog import Backlog
 
     return Backlog.idle()
+
+
+def test_a_reported_overrun_moves_its_hosts_calibration(fed):
+    from scheduler import predict
+
+    _, store, calibration, _ = fed
+    track = calibration.tracks["ws1"]
+    day = calibration_day(store)
+    before = calibration.calibrators[1].factors([track.row])[0].copy()
+    scored = calibration.calibrators[1].scored[track.row].copy()
+    prediction = predict([day], 3600.0)
+    served = ZERO_EPOCH_SECONDS + 2 * 86400.0
+    pid = store.track.record(prediction, served, "predict")
+    # far past every quantile it was served: a miss at every level
+    store.track.report(pid, "ws1", served + 50 * prediction.quantiles["p95"], served + 1e5)
+    assert calibration.absorb_reports(0.0) == 1
+    assert calibration.absorb_reports(0.0) == 0  # each report is taken once
+    after = calibration.calibrators[1].factors([track.row])[0]
+    assert (calibration.calibrators[1].scored[track.row] == scored + 1).all()
+    assert (after > before).all()
