@@ -74,8 +74,10 @@ def start_state(prediction: Prediction) -> str:
 def model_assumptions(prediction: Prediction, source: str) -> Assumptions:
     """What ``prediction`` assumed; ``source`` is where its hosts came from (LOAD_MODELS)."""
     if isinstance(prediction, CalibratedPrediction):
-        return Assumptions(start_state=start_state(prediction) + ", weighted by the host's "
-                           "record", load_model=LOAD_MODELS["manager forecast"],
+        held = any(row["mean_seconds"] > 0 for row in prediction.backlog())
+        start = (start_state(prediction) + ", as each host's record chose" if held else
+                 "idle, the local jobs running at launch carried in the forecast measured load")
+        return Assumptions(start_state=start, load_model=LOAD_MODELS["manager forecast"],
                            calibration=CONFORMAL_CALIBRATION,
                            distribution=prediction.distribution)
     return Assumptions(start_state=start_state(prediction), load_model=LOAD_MODELS[source],

@@ -68,8 +68,8 @@ class SchedulerConfig:
     predictor: str = setting("calibrated", choices=PREDICTORS,
                              help="a manager's answers (README: Calibrated answers)")
     start_choice: str = setting("carried", choices=START_CHOICES,
-                                help="calibrated answers, jobs running: carried load or the "
-                                     "start of lowest recent error on the host's record")
+                                help="calibrated answers: carried (every host idle under the "
+                                     "forecast measured load) or record (README)")
     start_state: str = setting(
         "auto", choices=START_STATES,
         help="the local work a task finds at launch: auto (the jobs of a fresh running "

@@ -9,12 +9,15 @@ A record is kept only if the task finishes inside the station's log (before its 
 
 Predictors (``PREDICTORS``): ``paper`` (24-hour average, idle start), ``naive``
 (dedicated / (1 - last measured utilisation); no quantiles), ``state`` (24-hour average,
-backlog of the running snapshot), ``forecast`` (run-window forecast, idle start),
-``uncalibrated`` (forecast and state) and ``calibrated``, the default: ``uncalibrated`` with
-its quantiles corrected by adaptive conformal inference (:class:`scheduler.Calibrator`, one
-per task length, a row per station, pooled prior) on this station's own earlier launches (its
-mean is left as the model's: scaling it like the median made it worse on every log tried);
-``calibrated-idle`` does the same to ``forecast``. An outcome feeds the calibrator only once
+backlog of the running snapshot), ``forecast`` (run-window forecast of the measured load, which
+carries the running jobs; idle start), ``uncalibrated`` (forecast of the new arrivals' load and
+the full backlog), ``weighted`` (the start the station's record chose:
+:class:`scheduler.backlog_weight.BacklogWeights` with ``by_record``) and ``calibrated``, the
+default (the manager's): ``forecast`` with its quantiles corrected by adaptive conformal
+inference (:class:`scheduler.Calibrator`, one per task length, a row per station, pooled
+prior) on this station's own earlier launches (its mean is left as the model's: scaling it
+like the median made it worse on every log tried); ``calibrated-state`` does the same to
+``weighted``. An outcome feeds the calibrator only once
 known at a later launch: when the task has finished, or (a miss) once it has run past a
 reported quantile. With ``parallel``, one task of each length is split over all stations by
 each predictor's own equal-mean view and completes with its slowest share; its calibration is
@@ -41,7 +44,7 @@ from ghs.config import SensorConfig
 from ghs.experiments.partition import NAIVE_MAX_UTILISATION
 from scheduler import Calibrator, predict
 from scheduler.backlog import Backlog
-from scheduler.backlog_weight import BacklogWeights
+from scheduler.backlog_weight import BacklogWeights, WeightSettings
 from scheduler.simulation import simulate_trace_many
 from scheduler.window_forecast import settle_duration
 from scheduler.workload import Trace
@@ -53,7 +56,7 @@ MODEL_VIEWS = {"paper": ("day", "idle"), "state": ("day", "state"),
                "forecast": ("forecast", "idle"), "uncalibrated": ("forecast", "state"),
                "weighted": ("forecast", "weighted")}
 # calibrated predictor -> the model view whose quantiles it corrects
-CALIBRATED = {"calibrated": "weighted", "calibrated-idle": "forecast"}
+CALIBRATED = {"calibrated": "forecast", "calibrated-state": "weighted"}
 DEFAULT_PREDICTOR = "calibrated"
 PREDICTORS = ("paper", "naive", "state", "forecast", "uncalibrated", "weighted", *CALIBRATED)
 DIST = "lognormal"
@@ -159,7 +162,7 @@ class _Run:
                             for w in work}
         self.forecasts = Forecasts(len(stations))
         self.pending: list[_Pending] = []
-        self.weights = BacklogWeights(len(stations))
+        self.weights = BacklogWeights(len(stations), WeightSettings(by_record=True))
         # (row, finished at, realised, candidate means) of launches that began with local work
         self.weight_pending: list[tuple[int, float, float, np.ndarray]] = []
         self.records: list[dict[str, Any]] = []

@@ -285,15 +285,19 @@ class Calibration:
         values = found.value.reshape(-1, 2)
         hosts, starts, described = [], [], []
         for k, (day, backlog) in enumerate(zip(days, backlogs)):
-            # the record's choice applies to a start holding running jobs; a steady-state or
-            # empty start is kept as it is, under the load of new arrivals
+            # by default every host starts idle under the forecast measured load, which carries
+            # the jobs running now (the back-tests' choice); with start_by_record the record
+            # chooses for a start holding running jobs, and a steady-state or empty start is
+            # kept as it is under the load of new arrivals
             busy = backlog.kind == "jobs" and bool(backlog.job_means)
-            choice = self.weights.describe(int(choices[k])) if busy else {"start": "as-is"}
+            if not self.weights.settings.by_record:
+                choice = {"start": "carried"}
+            else:
+                choice = self.weights.describe(int(choices[k])) if busy else {"start": "as-is"}
             carried = choice["start"] == "carried" or backlog.kind == "idle"
             hosts.append(starts_of(day, values[k], arrivals_only=not carried))
             if choice["start"] == "carried":
-                # the running jobs are in the measured load forecast instead of a backlog
-                starts.append(replace(Backlog.idle(), source="snapshot"))
+                starts.append(Backlog.idle())
             else:
                 starts.append(backlog.weighted(choice.get("weight", 1.0)))
             described.append({

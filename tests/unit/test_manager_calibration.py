@@ -130,3 +130,26 @@ def test_a_reported_overrun_moves_its_hosts_calibration(fed):
     after = calibration.calibrators[1].factors([track.row])[0]
     assert (calibration.calibrators[1].scored[track.row] == scored + 1).all()
     assert (after > before).all()
+
+
+def test_the_record_chooses_the_start_only_when_asked(fed):
+    from scheduler.backlog import Backlog
+
+    _, store, calibration, _ = fed
+    day = calibration_day(store)
+    jobs = Backlog.exact([900.0])
+    at = ZERO_EPOCH_SECONDS + 2 * 86400.0
+    track = calibration.tracks["ws1"]
+    _, starts, described = calibration.view_hosts([track], [day], [jobs], at, 3600.0)
+    assert described[0]["start"] == {"start": "carried"} and starts[0].kind == "idle"
+    assert described[0]["forecast"]["load"] == "measured"
+    chooser = Calibration(store, lengths_seconds=(900.0, 3600.0), start_by_record=True)
+    chooser.advance("ws1", 1)
+    mine = chooser.tracks["ws1"]
+    assert chooser.weights.scored[mine.row] > 0
+    _, starts, described = chooser.view_hosts([mine], [day], [jobs], at, 3600.0)
+    picked = described[0]["start"]
+    assert picked["start"] in {"backlog", "carried"}
+    if picked["start"] == "backlog":
+        assert starts[0].weight == picked["weight"]
+        assert described[0]["forecast"]["load"] == "arrivals"
