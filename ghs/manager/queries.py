@@ -242,11 +242,27 @@ class QueryService:
         backlogs, described = self.backlogs(chosen)
         if backlogs is None:  # an idle start means nothing in the middle of a run
             backlogs = [Backlog.steady_state() for _ in chosen]
-        law = remaining(chosen, list(shares_seconds),
-                        fraction_done=dict(zip(hosts, fraction_done)), backlog=backlogs,
-                        dist=distribution or self.settings.distribution)
-        body = law.to_dict()
-        body["host_parameters"] = host_parameters(chosen, backlogs, described)
+        progress = dict(zip(hosts, fraction_done))
+        dist = distribution or self.settings.distribution
+
+        def law_for(candidates: Sequence[Host], starts: Sequence[Backlog] | None) -> Any:
+            return remaining(candidates, list(shares_seconds), fraction_done=progress,
+                             backlog=starts, dist=dist)
+
+        if self.calibrated:
+            # the same view and calibration as a fresh answer, for the work left from now
+            left = float(sum(s * (1.0 - progress.get(h, 0.0))
+                             for h, s in zip(hosts, shares_seconds)))
+            law, used, starts, views = self._calibrated_view(chosen, backlogs,
+                                                             max(left, 1.0), law_for)
+            body = law.to_dict()
+            body["host_parameters"] = _with_views(host_parameters(used, starts, described),
+                                                  views)
+        else:
+            law = law_for(chosen, backlogs)
+            body = law.to_dict()
+            body["host_parameters"] = host_parameters(chosen, backlogs, described)
+        body["predictor"] = self.settings.predictor
         body["fraction_done"] = dict(zip(hosts, fraction_done))
         body["elapsed_seconds"] = elapsed_seconds
         body["provisional"] = provisional
