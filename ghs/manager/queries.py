@@ -9,6 +9,7 @@ from ghs.config import SchedulerConfig
 from ghs.errors import GhsError
 from ghs.manager.estimates import EstimateCache, HostState
 from ghs.manager.state import host_backlog
+from ghs.placement import placed
 from scheduler import Backlog, Host, predict, schedule
 from scheduler.selection import Exclusion
 
@@ -105,9 +106,11 @@ class QueryService:
         return usable, excluded, provisional
 
     def predict(self, work_seconds: float, hosts: Sequence[str] | None = None,
-                distribution: str | None = None, partition: str | None = None
+                distribution: str | None = None, partition: str | None = None,
+                processes_per_host: int | None = None, pinned: bool | None = None
                 ) -> dict[str, Any]:
         chosen, excluded, provisional = self._usable(hosts)
+        chosen, placement = placed(chosen, self.cache.store.streams, processes_per_host, pinned)
         backlogs, described = self.backlogs(chosen)
         result = predict(chosen, work_seconds, distribution or self.settings.distribution,
                          partition or self.settings.partition, backlog=backlogs)
@@ -115,13 +118,16 @@ class QueryService:
         body["host_parameters"] = host_parameters(chosen, backlogs, described)
         body["excluded"] = [{"name": e.name, "reason": e.reason} for e in excluded]
         body["provisional"] = provisional
+        body["placement"] = placement
         return body
 
     def schedule(self, work_seconds: float, hosts: Sequence[str] | None = None,
                  distribution: str | None = None, partition: str | None = None,
                  method: str | None = None, units: int | None = None,
-                 rho_max: float | None = None) -> dict[str, Any]:
+                 rho_max: float | None = None, processes_per_host: int | None = None,
+                 pinned: bool | None = None) -> dict[str, Any]:
         chosen, excluded, provisional = self._usable(hosts)
+        chosen, placement = placed(chosen, self.cache.store.streams, processes_per_host, pinned)
         settings = self.settings
         backlogs, described = self.backlogs(chosen)
         by_name = dict(zip((h.name for h in chosen), backlogs)) if backlogs else None
@@ -135,4 +141,6 @@ class QueryService:
             plan.hosts, None if by_name is None else [by_name[h.name] for h in plan.hosts],
             described)
         body["provisional"] = provisional
+        body["placement"] = {name: placement[name] for name in
+                             (h.name for h in plan.hosts) if name in placement}
         return body

@@ -371,13 +371,15 @@ class Manager:
                                body=self.queries.status(counters))
         if isinstance(message, PredictRequest):
             return PredictReply(request_id=message.request_id, body=self.queries.predict(
-                message.work_seconds, message.hosts, message.distribution, message.partition))
+                message.work_seconds, message.hosts, message.distribution, message.partition,
+                message.processes_per_host, message.pinned))
         if isinstance(message, HistoryRequest):
             return HistoryReply(request_id=message.request_id, body=host_history(
                 self.store, self.store.streams, message.host_id, message.since_seconds))
         return ScheduleReply(request_id=message.request_id, body=self.queries.schedule(
             message.work_seconds, message.hosts, message.distribution, message.partition,
-            message.method, message.units, message.rho_max))
+            message.method, message.units, message.rho_max, message.processes_per_host,
+            message.pinned))
 
     def _forward_replies(self) -> None:
         while True:
