@@ -68,8 +68,9 @@ def with_processes(hosts: Sequence[Host], processes: ProcessCounts,
         try:
             counts = list(processes)  # type: ignore[arg-type]
         except TypeError:
-            raise InvalidArgumentError(f"{field} must be a whole number, one per host or a "
-                                       f"map by host name, got {processes!r}", field=field,
+            raise InvalidArgumentError(f"processes per host ({field}, --processes-per-host) "
+                                       f"must be a whole number, one per host or a map by "
+                                       f"host name, got {processes!r}", field=field,
                                        value=processes) from None
         if len(counts) != len(hosts):
             raise InvalidArgumentError(f"{field}: expected {len(hosts)} counts (one per "
