@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from ghs.cli.common import DURATION, config_from, console, emit_json, json_option
+from ghs.daemon import sigterm_as_interrupt
 
 
 @click.group()
@@ -218,7 +219,9 @@ def live(duration, task_seconds, utilisations, seed, as_json):
                    f"{'stopped' if realised is None else f'{realised:.1f} s'}, predicted mean "
                    f"{task['mean']:.1f} s, p90 {task['quantiles']['p90']:.1f} s", err=True)
 
-    result = study.run(duration, task_seconds, utilisations, seed=seed, progress=progress)
+    # SIGTERM unwinds like Ctrl-C: the owners, daemons and the running task are stopped
+    with sigterm_as_interrupt():
+        result = study.run(duration, task_seconds, utilisations, seed=seed, progress=progress)
     if as_json:
         emit_json(result)
     else:

@@ -206,6 +206,7 @@ def _run_tasks(client: Client, name: str, plan: OwnerPlan, started: float,
                   "realised_seconds": realised, "mean": prediction.mean,
                   "quantiles": {key: prediction.quantiles[key] for key in ("p50", "p90")},
                   "beside": _beside(params, task_seconds * params.tau),
+                  "backlog": prediction.backlog()[0],
                   "lam": params.lam, "rho": params.rho, "mu": params.mu}
         tasks.append(record)
         if progress is not None:
@@ -259,6 +260,11 @@ def _time_task(task_seconds: float, hard_limit_seconds: float) -> float | None:
         task.kill()
         task.wait()
         return None
+    finally:
+        # interrupted (Ctrl-C, SIGTERM): the task must not outlive the experiment
+        if task.poll() is None:
+            task.kill()
+            task.wait()
     return time.monotonic() - began
 
 
