@@ -8,7 +8,7 @@ the model (a steady-state start, a load forecast, calibration) change them there
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -20,6 +20,7 @@ MODEL_CALIBRATION = "none"
 CONFORMAL_CALIBRATION = ("each host's quantiles corrected by adaptive conformal inference on "
                          "its own record (hourly shadow launches scored on its capacity "
                          "series), the hosts' corrected laws combined")
+ALL_CORES = "one process per core: each host's share split evenly over all its cores"
 _START_WORDS = {"snapshot": "the jobs running at launch (latest snapshot)",
                 "steady-state": "a steady-state backlog (Pollaczek-Khinchine)",
                 "idle": "idle (no local job at launch, the paper's model)"}
@@ -40,13 +41,26 @@ class Assumptions:
     load_model: str
     calibration: str
     distribution: str
+    processes: str = ALL_CORES
 
     def to_dict(self) -> dict[str, str]:
         return asdict(self)
 
     def line(self) -> str:
         return (f"start {self.start_state}; load {self.load_model}; calibration "
-                f"{self.calibration}; fit {self.distribution}")
+                f"{self.calibration}; fit {self.distribution}; processes {self.processes}")
+
+
+def processes_assumed(placement: Mapping[str, str] | None) -> str:
+    """How the hosts' shares run, in words, from ``ghs.placement.placed``'s notes per host."""
+    if not placement:
+        return ALL_CORES
+    hosts_by_note: dict[str, list[str]] = {}
+    for name, note in sorted(placement.items()):
+        hosts_by_note.setdefault(note, []).append(name)
+    if len(hosts_by_note) == 1:
+        return next(iter(hosts_by_note))
+    return "; ".join(f"{', '.join(names)}: {note}" for note, names in hosts_by_note.items())
 
 
 def _source_counts(prediction: Prediction) -> dict[str, int]:
@@ -71,17 +85,21 @@ def start_state(prediction: Prediction) -> str:
                      for source, n in sorted(counts.items()))
 
 
-def model_assumptions(prediction: Prediction, source: str) -> Assumptions:
-    """What ``prediction`` assumed; ``source`` is where its hosts came from (LOAD_MODELS)."""
+def model_assumptions(prediction: Prediction, source: str,
+                      placement: Mapping[str, str] | None = None) -> Assumptions:
+    """What ``prediction`` assumed; ``source`` is where its hosts came from (LOAD_MODELS),
+    ``placement`` how each host runs its share (ghs.placement.placed)."""
     if isinstance(prediction, CalibratedPrediction):
         held = any(row["mean_seconds"] > 0 for row in prediction.backlog())
         start = (start_state(prediction) + ", as each host's record chose" if held else
                  "idle, the local jobs running at launch carried in the forecast measured load")
         return Assumptions(start_state=start, load_model=LOAD_MODELS["manager forecast"],
                            calibration=CONFORMAL_CALIBRATION,
-                           distribution=prediction.distribution)
+                           distribution=prediction.distribution,
+                           processes=processes_assumed(placement))
     return Assumptions(start_state=start_state(prediction), load_model=LOAD_MODELS[source],
-                       calibration=MODEL_CALIBRATION, distribution=prediction.distribution)
+                       calibration=MODEL_CALIBRATION, distribution=prediction.distribution,
+                       processes=processes_assumed(placement))
 
 
 @dataclass(frozen=True)
@@ -119,11 +137,14 @@ class Answer:
 
 def answer(result: Prediction | Plan, source: str, *, excluded: Iterable[Exclusion] = (),
            provisional: Iterable[str] = (), prediction_id: int | None = None,
-           served_epoch_seconds: float | None = None) -> Answer:
-    """``result`` with what it rests on; a Plan's own exclusions come first."""
+           served_epoch_seconds: float | None = None,
+           placement: Mapping[str, str] | None = None) -> Answer:
+    """``result`` with what it rests on; a Plan's own exclusions come first. ``placement``:
+    per host how its processes were placed (ghs.placement.placed)."""
     prediction = result.prediction if isinstance(result, Plan) else result
     own = tuple(result.excluded) if isinstance(result, Plan) else ()
     seen = {e.name for e in own}
     extra = tuple(e for e in excluded if e.name not in seen)
     return Answer(result, own + extra, frozenset(provisional),
-                  model_assumptions(prediction, source), prediction_id, served_epoch_seconds)
+                  model_assumptions(prediction, source, placement), prediction_id,
+                  served_epoch_seconds)

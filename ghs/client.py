@@ -165,48 +165,65 @@ class Client:
         return self.status().usable()
 
     def predict(self, work: float, hosts: Sequence[str] | None = None,
-                dist: str | None = None, partition: str | None = None) -> Prediction:
-        """Predicted completion time of ``work`` reference-CPU-seconds on the manager's hosts."""
-        return self.predict_answer(work, hosts, dist, partition).prediction
+                dist: str | None = None, partition: str | None = None, *,
+                processes_per_host: int | None = None, pinned: bool = False) -> Prediction:
+        """Predicted completion time of ``work`` reference-CPU-seconds on the manager's hosts.
+
+        ``processes_per_host``: how many processes run each host's share (default: one per
+        core; more than a host's cores is refused); ``pinned``: they stay on the host's
+        least-loaded cores (default: they move, seeing the host's average core)."""
+        return self.predict_answer(work, hosts, dist, partition,
+                                   processes_per_host=processes_per_host,
+                                   pinned=pinned).prediction
 
     def predict_answer(self, work: float, hosts: Sequence[str] | None = None,
-                       dist: str | None = None, partition: str | None = None) -> Answer:
+                       dist: str | None = None, partition: str | None = None, *,
+                       processes_per_host: int | None = None, pinned: bool = False) -> Answer:
         """``predict`` with the hosts the manager left out, the provisional ones, and the
         model's assumptions."""
         body = self._ask(PredictRequest(
             request_id=next(self._ids), work_seconds=float(work),
-            hosts=tuple(hosts) if hosts else None, distribution=dist, partition=partition))
+            hosts=tuple(hosts) if hosts else None, distribution=dist, partition=partition,
+            processes_per_host=processes_per_host, pinned=pinned or None))
         return answer(_rebuild_prediction(body), "manager", excluded=_exclusions(body),
                       provisional=body.get("provisional", ()),
                       prediction_id=body.get("prediction_id"),
-                      served_epoch_seconds=body.get("served_epoch_seconds"))
+                      served_epoch_seconds=body.get("served_epoch_seconds"),
+                      placement=body.get("placement"))
 
     def schedule(self, work: float, method: str | None = None,
                  hosts: Sequence[str] | None = None, dist: str | None = None,
-                 partition: str | None = None, units: int | None = None) -> Plan:
-        """The manager's choice of hosts and split for ``work`` reference-CPU-seconds."""
-        plan = self.schedule_answer(work, method, hosts, dist, partition, units).result
+                 partition: str | None = None, units: int | None = None, *,
+                 processes_per_host: int | None = None, pinned: bool = False) -> Plan:
+        """The manager's choice of hosts and split for ``work`` reference-CPU-seconds
+        (``processes_per_host`` and ``pinned`` as in ``predict``)."""
+        plan = self.schedule_answer(work, method, hosts, dist, partition, units,
+                                    processes_per_host=processes_per_host,
+                                    pinned=pinned).result
         assert isinstance(plan, Plan)
         return plan
 
     def schedule_answer(self, work: float, method: str | None = None,
                         hosts: Sequence[str] | None = None, dist: str | None = None,
                         partition: str | None = None, units: int | None = None,
-                        rho_max: float | None = None) -> Answer:
+                        rho_max: float | None = None, *, processes_per_host: int | None = None,
+                        pinned: bool = False) -> Answer:
         """``schedule`` with the provisional hosts and the model's assumptions.
         ``rho_max``: hosts at or above this utilisation are not candidates (default: the
         manager's)."""
         body = self._ask(ScheduleRequest(
             request_id=next(self._ids), work_seconds=float(work),
             hosts=tuple(hosts) if hosts else None, distribution=dist, partition=partition,
-            method=method, units=units, rho_max=rho_max))
+            method=method, units=units, rho_max=rho_max,
+            processes_per_host=processes_per_host, pinned=pinned or None))
         plan = Plan(hosts=tuple(_hosts(body)), prediction=_rebuild_prediction(body),
                     method=body["method"], evaluations=int(body["evaluations"]),
                     elapsed_seconds=float(body["elapsed_seconds"]),
                     excluded=_exclusions(body))
         return answer(plan, "manager", provisional=body.get("provisional", ()),
                       prediction_id=body.get("prediction_id"),
-                      served_epoch_seconds=body.get("served_epoch_seconds"))
+                      served_epoch_seconds=body.get("served_epoch_seconds"),
+                      placement=body.get("placement"))
 
     def eta(self, plan: Any, progress: Mapping[str, float], *,
             elapsed_seconds: float | None = None, dist: str | None = None) -> Eta:
@@ -275,8 +292,10 @@ def _rebuild_prediction(body: dict[str, Any]) -> Prediction:
     states = [p.get("backlog") for p in body["host_parameters"]]
     backlog = None if not any(states) else [
         Backlog.idle() if state is None else Backlog.from_dict(state) for state in states]
+    # a manager older than --processes-per-host sends no counts: one process per core
+    processes = [row.get("processes", host.cores) for row, host in zip(body["hosts"], hosts)]
     prediction = predict(hosts, body["work"], body["distribution"], body["partition"],
-                         shares=shares, backlog=backlog)
+                         shares=shares, backlog=backlog, processes_per_host=processes)
     factors = [p.get("calibration_factors") for p in body["host_parameters"]]
     if any(f is not None for f in factors):
         # the manager's calibrated answer: the same per-host factors, the same combination

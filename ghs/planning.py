@@ -15,6 +15,7 @@ import numpy as np
 from ghs.answers import Answer, Assumptions, answer, model_assumptions
 from ghs.config import Config
 from ghs.hostfile import HostList
+from ghs.placement import placed
 from scheduler import Backlog, Host, Prediction, predict
 from scheduler.hosts import HostArrays
 from scheduler.partitioning import _partition, check_work
@@ -34,30 +35,38 @@ def file_backlog(hosts: Sequence[Host], config: Config) -> list[Backlog] | None:
 
 def predict_hosts(host_list: HostList, work: float, config: Config, *,
                   names: Sequence[str] = (), dist: str | None = None,
-                  partition: str | None = None) -> Answer:
-    """Predict ``work`` reference-CPU-seconds on the named hosts (all usable ones if none)."""
+                  partition: str | None = None, processes_per_host: int | None = None,
+                  pinned: bool = False) -> Answer:
+    """Predict ``work`` reference-CPU-seconds on the named hosts (all usable ones if none);
+    ``processes_per_host`` and ``pinned`` as in ``ghs.placement.placed`` (a host file has no
+    per-core load, so pinned processes see the host's average core)."""
     chosen = host_list.select(names)
     chosen.require_usable()
-    prediction = predict(chosen.hosts, work, dist or config.scheduler.distribution,
+    hosts, placement = placed(chosen.hosts, None, processes_per_host, pinned)
+    prediction = predict(hosts, work, dist or config.scheduler.distribution,
                          partition or config.scheduler.partition,
-                         backlog=file_backlog(chosen.hosts, config))
-    return answer(prediction, "host file", excluded=chosen.excluded)
+                         backlog=file_backlog(hosts, config))
+    return answer(prediction, "host file", excluded=chosen.excluded, placement=placement)
 
 
 def schedule_hosts(host_list: HostList, work: float, config: Config, *,
                    names: Sequence[str] = (), method: str | None = None,
-                   dist: str | None = None, partition: str | None = None) -> Answer:
-    """Choose where ``work`` should run among the (named) hosts."""
+                   dist: str | None = None, partition: str | None = None,
+                   processes_per_host: int | None = None, pinned: bool = False) -> Answer:
+    """Choose where ``work`` should run among the (named) hosts (``processes_per_host`` and
+    ``pinned`` as in ``predict_hosts``)."""
     chosen = host_list.select(names)
     settings = config.scheduler
     if not chosen.hosts:
         chosen.require_usable()
-    plan = schedule(chosen.hosts, work, method or settings.method,
+    hosts, placement = placed(chosen.hosts, None, processes_per_host, pinned)
+    plan = schedule(hosts, work, method or settings.method,
                     dist or settings.distribution, partition or settings.partition,
                     rho_max=settings.rho_max, max_optimal_hosts=settings.optimal_max_hosts,
                     task_ratio=settings.task_ratio, excluded=chosen.excluded,
-                    backlog=file_backlog(chosen.hosts, config))
-    return answer(plan, "host file")
+                    backlog=file_backlog(hosts, config))
+    return answer(plan, "host file", placement={
+        h.name: placement[h.name] for h in plan.hosts if h.name in placement})
 
 
 @dataclass(frozen=True)

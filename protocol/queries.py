@@ -10,6 +10,9 @@ Client -> manager (each carries ``request_id`` (int), echoed by the reply):
   configured defaults.
 - ``schedule``: the predict fields plus method (``auto|heuristic|optimal|prefix``, optional) and
   units (int >= 1, optional: split a task of that many indivisible items into whole numbers).
+- Both, version 2 only: processes_per_host (int >= 1, optional: how many processes run each
+  host's share; absent: one per core) and pinned (bool, optional: those processes are pinned
+  to the least-loaded cores; absent: false, they move between cores).
 
 Manager -> client:
 
@@ -29,10 +32,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from protocol.errors import UnknownFieldError
 from protocol.fields import (
     Bad,
     Field,
     Schema,
+    boolean,
     choice,
     each,
     host_names,
@@ -46,7 +51,7 @@ from protocol.fields import (
     whole,
 )
 from protocol.limits import DEFAULT_LIMITS, Limits
-from protocol.messages import HEADER, REQUEST_ID, Message
+from protocol.messages import HEADER, MAX_CORES, REQUEST_ID, M, Message
 
 # The names a query may carry on the wire. They are the scheduler's choices
 # (scheduler.choices), which the protocol may not import; the protocol owns its copy because
@@ -55,6 +60,7 @@ from protocol.messages import HEADER, REQUEST_ID, Message
 DISTRIBUTIONS = ("gamma", "weibull", "lognormal", "auto")
 PARTITIONS = ("equal-mean", "equal-load", "speed")
 METHODS = ("auto", "heuristic", "optimal", "prefix")
+MAX_PROCESSES = MAX_CORES
 
 
 @dataclass(frozen=True)
@@ -84,11 +90,27 @@ _PREDICT_FIELDS: dict[str, Field] = {
     "hosts": Field(host_names, required=False),
     "distribution": Field(choice(DISTRIBUTIONS), required=False),
     "partition": Field(choice(PARTITIONS), required=False),
+    "processes_per_host": Field(whole(1, MAX_PROCESSES), required=False),
+    "pinned": Field(boolean, required=False),
 }
+_VERSION_2_FIELDS = ("processes_per_host", "pinned")
+
+
+class _TaskShape(Message):
+    """Refuses the version-2 fields of a predict or schedule sent as version 1."""
+
+    @classmethod
+    def from_fields(cls: type[M], data: Mapping[str, Any], limits: Limits) -> M:
+        if data.get("v", 2) < 2:
+            for name in _VERSION_2_FIELDS:
+                if data.get(name) is not None:
+                    raise UnknownFieldError(f"{name}: needs protocol version 2 or later, the "
+                                            f"message says {data.get('v')}", field=name)
+        return super().from_fields(data, limits)
 
 
 @dataclass(frozen=True)
-class PredictRequest(Message):
+class PredictRequest(_TaskShape):
     """Ask for the completion-time distribution of ``work_seconds`` over given (or all) hosts."""
 
     TYPE: ClassVar[str] = "predict"
@@ -99,10 +121,12 @@ class PredictRequest(Message):
     hosts: tuple[str, ...] | None = None
     distribution: str | None = None
     partition: str | None = None
+    processes_per_host: int | None = None
+    pinned: bool | None = None
 
 
 @dataclass(frozen=True)
-class ScheduleRequest(Message):
+class ScheduleRequest(_TaskShape):
     """Ask for the best machine set and split of ``work_seconds`` (optionally of ``units``)."""
 
     TYPE: ClassVar[str] = "schedule"
@@ -121,6 +145,8 @@ class ScheduleRequest(Message):
     method: str | None = None
     units: int | None = None
     rho_max: float | None = None
+    processes_per_host: int | None = None
+    pinned: bool | None = None
 
 
 def _body(required: Mapping[str, str]) -> Field:

@@ -20,6 +20,8 @@ _EXPORTS = {
     "forecast_parameters": "scheduler.window_forecast",
     "forecast_window": "scheduler.window_forecast",
     "Host": "scheduler.hosts",
+    "with_processes": "scheduler.placement",
+    "pinned": "scheduler.placement",
     "Backlog": "scheduler.backlog",
     "Histogram": "scheduler.templates",
     "TwoMomentDemand": "scheduler.templates",
@@ -55,10 +57,12 @@ __all__ = [
     "forecast_parameters",
     "forecast_window",
     "partition",
+    "pinned",
     "predict",
     "schedule",
     "simulate",
     "whole_units",
+    "with_processes",
 ]
 
 

@@ -64,13 +64,23 @@ def _calibrate(prediction: Any, factors: np.ndarray, levels: np.ndarray) -> Cali
     task_cdf = np.maximum.accumulate(np.prod(calibrated, axis=0))
     names = list(REPORTED)
     values = _row_quantiles(grid, task_cdf[None, :], np.array(list(REPORTED.values())))[0]
-    survival = 1.0 - task_cdf
-    # below the grid's first point the task has not finished (F ~ 0 there)
-    mean = grid[0] * survival[0] + np.trapezoid(survival, grid)
-    second = grid[0] ** 2 * survival[0] + np.trapezoid(2.0 * grid * survival, grid)
+    # The moments integrate the survival function on the grid; the model's own law, integrated
+    # on the same grid, corrects the discretisation (exact when every factor is 1).
+    model_cdf = np.maximum.accumulate(np.prod(host_cdf, axis=0))
+    first_gap = _integral(grid, 1.0 - task_cdf, 1) - _integral(grid, 1.0 - model_cdf, 1)
+    second_gap = _integral(grid, 1.0 - task_cdf, 2) - _integral(grid, 1.0 - model_cdf, 2)
+    mean = prediction.mean + first_gap
+    second = prediction.std ** 2 + prediction.mean ** 2 + second_gap
     std = float(np.sqrt(max(second - mean * mean, 0.0)))
     return CalibratedLaw(float(mean), std, dict(zip(names, map(float, values))), reported,
                          factors, grid, task_cdf)
+
+
+def _integral(grid: np.ndarray, survival: np.ndarray, power: int) -> float:
+    """E[T^power] from the survival function on ``grid`` (0 below the grid's first point
+    counts as not finished)."""
+    weight = power * grid ** (power - 1)
+    return float(grid[0] ** power * survival[0] + np.trapezoid(weight * survival, grid))
 
 
 def host_quantiles(prediction: Any, levels: Any = LEVELS) -> np.ndarray:

@@ -33,7 +33,9 @@ class Host:
     lam: local job arrival rate (jobs per second, whole host); mu: local service rate
     (1 / mean CPU seconds of a local job); sigma: std dev of a local job's CPU demand
     (seconds); rho: CPU utilisation by local jobs in [0, 1); tau: speed relative to the
-    reference machine; cores: identical CPU cores, each modelled as its own server.
+    reference machine; cores: identical CPU cores, each modelled as its own server;
+    processes: how many processes run the host's share (1..cores, default all cores), each
+    on one core (see ``with_processes`` for the load each one sees).
     """
 
     name: str
@@ -43,6 +45,7 @@ class Host:
     rho: float
     tau: float = 1.0
     cores: int = 1
+    processes: int | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name.strip():
@@ -97,11 +100,19 @@ class Host:
                               ("tau", tau)):
             object.__setattr__(self, field, number)
         object.__setattr__(self, "cores", int(self.cores))
+        processes = self.cores if self.processes is None else self.processes
+        if (isinstance(processes, bool) or not isinstance(processes, (int, np.integer))
+                or not 1 <= processes <= self.cores):
+            raise InvalidHostError(
+                f"host {name!r}: processes must be a whole number from 1 to its "
+                f"{self.cores} cores, got {processes!r}", field="processes", value=processes)
+        object.__setattr__(self, "processes", int(processes))
 
     @property
     def capacity(self) -> float:
         """Reference-CPU-seconds of remote work the host completes per second on average."""
-        return self.cores * (1.0 - self.rho) * self.tau
+        processes = self.cores if self.processes is None else self.processes
+        return processes * (1.0 - self.rho) * self.tau
 
 
 @dataclass(frozen=True)
@@ -110,6 +121,7 @@ class HostArrays:
 
     ``backlog``: the local work each host's cores hold at launch (a
     ``scheduler.backlog.BacklogArrays``), or None for the paper's idle start.
+    ``process_counts``: processes running each host's share (None: one per core).
     """
 
     names: tuple[str, ...]
@@ -120,6 +132,12 @@ class HostArrays:
     tau: np.ndarray
     cores: np.ndarray
     backlog: Any = None
+    process_counts: np.ndarray | None = None
+
+    @property
+    def processes(self) -> np.ndarray:
+        """Processes running each host's share (all its cores unless ``process_counts``)."""
+        return self.cores if self.process_counts is None else self.process_counts
 
     @classmethod
     def from_hosts(cls, hosts: Sequence[Host]) -> HostArrays:
@@ -131,6 +149,7 @@ class HostArrays:
             rho=np.array([h.rho for h in hosts], dtype=float),
             tau=np.array([h.tau for h in hosts], dtype=float),
             cores=np.array([h.cores for h in hosts], dtype=float),
+            process_counts=np.array([h.processes for h in hosts], dtype=float),
         )
 
     def __len__(self) -> int:
@@ -139,7 +158,13 @@ class HostArrays:
     @property
     def capacity(self) -> np.ndarray:
         """Per-host mean remote throughput, reference-CPU-seconds per second."""
-        return self.cores * (1.0 - self.rho) * self.tau
+        processes = self.cores if self.processes is None else self.processes
+        return processes * (1.0 - self.rho) * self.tau
+
+    @property
+    def spread(self) -> np.ndarray:
+        """Share of each host's cores that run its processes (1 when all cores do)."""
+        return self.processes / self.cores
 
     @property
     def demand_second_moment(self) -> np.ndarray:

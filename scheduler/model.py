@@ -1,7 +1,9 @@
 """The per-host completion-time model of SPEC section 3, as array expressions.
 
 A host with c cores is c identical servers, each receiving local jobs at lam / c and 1/c of the
-host's share. For one server with dedicated time t (seconds):
+host's share. A share run by n < c processes goes to n of those servers, 1/n each (every
+process sees the host's average core; see scheduler.placement). For one server with dedicated
+time t (seconds):
 
     S ~ Poisson(lam t) interruptions, p0 = P(S = 0) = exp(-lam t)
     E[U] = rho / (1 - rho) t,  Var[U] = lam t E[X^2] / (1 - rho)^3
@@ -179,13 +181,12 @@ def build_servers(arrays: HostArrays, shares: np.ndarray, codes: np.ndarray,
         if mixture:
             return _build_mixture(arrays, shares, codes)
         return collapsed_servers(arrays, shares, codes)
-    cores = arrays.cores
-    t = shares / (cores * arrays.tau)
-    lam_server = arrays.lam / cores
+    t = shares / (arrays.processes * arrays.tau)
+    lam_server = arrays.lam / arrays.cores
     q, m1, v = conditional_moments(lam_server, arrays.rho, arrays.demand_second_moment, t)
     has_delay = q > 0
     p1, p2 = fits.fit(codes, np.where(has_delay, m1, 1.0), np.where(has_delay, v, 1.0))
-    mult = np.where(shares > 0, cores, 0.0)
+    mult = np.where(shares > 0, arrays.processes, 0.0)
     return Servers(t=t, q=q, code=np.broadcast_to(codes, t.shape), p1=p1, p2=p2, mult=mult)
 
 
@@ -195,7 +196,7 @@ def _build_mixture(arrays: HostArrays, shares: np.ndarray, codes: np.ndarray
     backlog = arrays.backlog
     atoms, weights = backlog.atoms()
     # a host given no work is not in the set: its backlog must not hold back log F
-    t = (shares / (arrays.cores * arrays.tau))[..., None, None] + np.where(
+    t = (shares / (arrays.processes * arrays.tau))[..., None, None] + np.where(
         shares[..., None, None] > 0, atoms, 0.0)
     t = np.where(backlog.mult[..., None] > 0, t, 0.0)
     expand = (slice(None),) * (arrays.lam.ndim) + (None, None)
@@ -207,7 +208,7 @@ def _build_mixture(arrays: HostArrays, shares: np.ndarray, codes: np.ndarray
     p1, p2 = fits.fit(code, np.where(has_delay, m1, 1.0), np.where(has_delay, v, 1.0))
     flat = (*t.shape[:-3], t.shape[-3] * t.shape[-2], t.shape[-1])
     weight = np.broadcast_to(weights, t.shape).reshape(flat)
-    mult = np.where(shares[..., None] > 0, backlog.mult, 0.0).reshape(flat[:-1])
+    mult = np.where(shares[..., None] > 0, _process_mult(arrays), 0.0).reshape(flat[:-1])
     parts = Servers(t=t.reshape(flat), q=q.reshape(flat), code=code.reshape(flat),
                     p1=p1.reshape(flat), p2=p2.reshape(flat),
                     mult=np.zeros(flat))
@@ -232,7 +233,7 @@ def collapsed_servers(arrays: HostArrays, shares: np.ndarray, codes: np.ndarray)
     lam = (arrays.lam / arrays.cores)[expand]
     rho = arrays.rho[expand]
     ex2 = arrays.demand_second_moment[expand]
-    start = (shares / (arrays.cores * arrays.tau))[..., None] + low
+    start = (shares / (arrays.processes * arrays.tau))[..., None] + low
     # padding groups (no cores) must not hold back F: they finish at once
     start = np.where(backlog.mult > 0, start, 0.0)
     base = start + extra_mean
@@ -248,7 +249,14 @@ def collapsed_servers(arrays: HostArrays, shares: np.ndarray, codes: np.ndarray)
     code = np.broadcast_to(np.asarray(codes)[..., None], start.shape)
     p1, p2 = fits.fit(code, np.where(usable, m1, 1.0), np.where(usable, v, 1.0))
     flat = (*start.shape[:-2], start.shape[-2] * start.shape[-1])
-    mult = np.where(shares[..., None] > 0, backlog.mult, 0.0)
+    mult = np.where(shares[..., None] > 0, _process_mult(arrays), 0.0)
     return Servers(t=start.reshape(flat), q=np.where(usable, q, 0.0).reshape(flat),
                    code=code.reshape(flat), p1=p1.reshape(flat), p2=p2.reshape(flat),
                    mult=mult.reshape(flat))
+
+
+def _process_mult(arrays: HostArrays) -> np.ndarray:
+    """Processes per core group: with n of c cores running the share, each process is as
+    likely to meet any core's backlog, so a group of g cores weighs n g / c (a geometric mix of
+    the groups' laws, exact when the groups agree)."""
+    return arrays.backlog.mult * arrays.spread[..., None]

@@ -36,9 +36,10 @@ def check_partition(method: str) -> str:
 def partition(hosts: Sequence[Host], work: float, method: str = "equal-mean") -> np.ndarray:
     """Work per host (reference-CPU-seconds, same order as ``hosts``, summing to ``work``).
 
-    equal-mean (paper eq. 7): w_k proportional to cores_k (1 - rho_k) tau_k, so every sub-task
+    equal-mean (paper eq. 7): w_k proportional to n_k (1 - rho_k) tau_k, so every sub-task
     has the same mean completion time. equal-load: W / m each. speed: proportional to
-    cores_k tau_k (each core counts as one machine of speed tau).
+    n_k tau_k (each core running one of the host's n_k processes counts as one machine of
+    speed tau; n_k is all cores unless the host says fewer processes).
     """
     work = check_work(work)
     check_partition(method)
@@ -56,7 +57,7 @@ def _partition(arrays: HostArrays, work: float | np.ndarray, method: str,
     if method == "equal-mean":
         weight = arrays.capacity
     elif method == "speed":
-        weight = arrays.cores * arrays.tau
+        weight = arrays.processes * arrays.tau
     else:
         # shaped like the columns: gathered batches of sets carry no names to count
         weight = np.ones_like(arrays.tau)
@@ -72,7 +73,7 @@ def _equal_mean_with_backlog(arrays: HostArrays, work: float | np.ndarray,
                              mask: np.ndarray | None) -> np.ndarray:
     """Shares giving every host the same mean completion alpha including its backlog.
 
-    Host k's mean is (Bbar_k + w_k / (c_k tau_k)) / (1 - rho_k), Bbar_k its cores' mean
+    Host k's mean is (Bbar_k + w_k / (n_k tau_k)) / (1 - rho_k), Bbar_k its cores' mean
     backlog, so w_k = capacity_k max(0, alpha - Bbar_k / (1 - rho_k)): water-filling. Hosts
     whose backlog alone outlasts alpha get nothing. (For a host whose cores hold different
     backlogs, the average stands for the cores; the host's share is still split equally.)

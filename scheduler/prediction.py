@@ -25,6 +25,7 @@ from scheduler.model import (
     distribution_codes,
 )
 from scheduler.partitioning import _partition, check_partition, check_work
+from scheduler.placement import ProcessCounts, with_processes
 
 QUANTILE_LEVELS = {"p50": 0.5, "p90": 0.9, "p95": 0.95, "p99": 0.99}
 REL_TOL = 1e-5
@@ -53,6 +54,7 @@ class Prediction:
     backlog_mean_seconds: np.ndarray | None = None
     backlog_sources: tuple[str, ...] | None = None
     backlog_law: str | None = None
+    processes: np.ndarray | None = None
 
     @property
     def cov(self) -> float:
@@ -76,7 +78,7 @@ class Prediction:
         flat = np.asarray(x, dtype=float).reshape(1, -1)
         per_server = completion.servers_log_cdf(self._host_servers, flat)[0]
         mult = self._host_servers.mult[0]
-        # a host's share finishes when all of its cores' parts do: F_k to the power of cores
+        # a host's share finishes when all of its processes do: F_k to the power of processes
         log_cdf = np.where(mult > 0, mult * per_server, 0.0).T
         # a backlog mixture has several core groups per host, laid out host by host
         groups = log_cdf.shape[0] // len(self.hosts)
@@ -100,14 +102,16 @@ class Prediction:
     def to_dict(self) -> dict[str, Any]:
         """The JSON contract of SPEC section 7."""
         means, stds = self.host_moments()
+        processes = [None] * len(self.hosts) if self.processes is None else self.processes
         return {
             "work": self.work,
             "hosts": [
                 {"name": name, "share": float(share), "dedicated_seconds": float(dedicated),
-                 "mean": float(mean), "std": float(std), "backlog": backlog}
-                for name, share, dedicated, mean, std, backlog in zip(
+                 "mean": float(mean), "std": float(std), "backlog": backlog,
+                 **({} if count is None else {"processes": int(count)})}
+                for name, share, dedicated, mean, std, backlog, count in zip(
                     self.hosts, self.shares, self.dedicated_seconds, means, stds,
-                    self.backlog())
+                    self.backlog(), processes)
             ],
             "mean": self.mean,
             "std": self.std,
@@ -149,15 +153,18 @@ def check_dist(dist: str) -> str:
 
 def predict(hosts: Sequence[Host], work: float, dist: str = DEFAULT_DIST,
             partition: str = "equal-mean", *, shares: Sequence[float] | None = None,
-            backlog: Sequence[Backlog] | Mapping[str, Backlog] | None = None) -> Prediction:
+            backlog: Sequence[Backlog] | Mapping[str, Backlog] | None = None,
+            processes_per_host: ProcessCounts = None) -> Prediction:
     """Predict the completion time of ``work`` reference-CPU-seconds split over ``hosts``.
 
     ``shares`` (reference-CPU-seconds per host, summing to ``work``) overrides ``partition``.
     ``backlog``: what each host holds at launch (scheduler.backlog.Backlog), a sequence
     aligned with ``hosts`` or a mapping by name (hosts left out start idle); None starts
-    every host idle, the paper's model.
+    every host idle, the paper's model. ``processes_per_host``: how many processes run each
+    host's share (scheduler.placement; None: each host's own ``processes``, all its cores
+    unless set).
     """
-    hosts = check_hosts(hosts)
+    hosts = with_processes(check_hosts(hosts), processes_per_host)
     work = check_work(work)
     check_dist(dist)
     check_partition(partition)
@@ -216,7 +223,7 @@ def _predict(arrays: HostArrays, work: float, shares: np.ndarray, dist: str,
         hosts=arrays.names,
         work=work,
         shares=shares,
-        dedicated_seconds=shares / (arrays.cores * arrays.tau),
+        dedicated_seconds=shares / (arrays.processes * arrays.tau),
         mean=float(mean[0]),
         std=std,
         quantiles={name: float(value) for name, value in zip(QUANTILE_LEVELS, points)},
@@ -227,6 +234,7 @@ def _predict(arrays: HostArrays, work: float, shares: np.ndarray, dist: str,
         backlog_mean_seconds=None if backlog is None else backlog.core_mean,
         backlog_sources=None if backlog is None else tuple(backlog.sources.tolist()),
         backlog_law=None if backlog is None else ("mixture" if mixture else "moment-fit"),
+        processes=arrays.processes.astype(int),
     )
 
 

@@ -20,6 +20,7 @@ from scheduler.exact import optimal
 from scheduler.hosts import Host, HostArrays
 from scheduler.model import DEFAULT_DIST, Servers, build_servers, distribution_codes
 from scheduler.partitioning import _partition, check_partition, check_work, whole_units
+from scheduler.placement import ProcessCounts, with_processes
 from scheduler.prediction import Prediction, _predict, check_dist, check_hosts, host_arrays
 from scheduler.search import EXACT_MAX_HOSTS, near_optimal
 
@@ -85,7 +86,8 @@ def schedule(hosts: Sequence[Host], work: float, method: str = "auto",
              max_optimal_hosts: int = 22, task_ratio: float = 4.0,
              excluded: Sequence[Exclusion] = (),
              clock: Callable[[], float] = time.perf_counter,
-             backlog: Sequence[Backlog] | Mapping[str, Backlog] | None = None) -> Plan:
+             backlog: Sequence[Backlog] | Mapping[str, Backlog] | None = None,
+             processes_per_host: ProcessCounts = None) -> Plan:
     """Choose the hosts minimising E[T] (1 + CoV) for ``work`` reference-CPU-seconds.
 
     ``method``: ``auto`` (exact up to 8 candidates, else a search within 1% of the optimum
@@ -95,9 +97,10 @@ def schedule(hosts: Sequence[Host], work: float, method: str = "auto",
     ``excluded`` lists hosts the caller already dropped (e.g. saturated ones read from a host
     file); they are reported with the plan. ``clock`` times the selection. ``backlog`` is the
     state at launch as in ``predict`` (the candidates are still ordered by capacity).
+    ``processes_per_host``: as in ``predict``.
     """
     started = clock()
-    hosts = check_hosts(hosts)
+    hosts = with_processes(check_hosts(hosts), processes_per_host)
     states = None if backlog is None else dict(zip((h.name for h in hosts),
                                                    backlog_laws.align(hosts, backlog)))
     work = check_work(work)
@@ -212,7 +215,7 @@ class SetEvaluator:
         """max_k E[T_k] of each set: a bound below its criterion (free of integration)."""
         sub = _gather(self.arrays, members)
         shares = _partition(sub, self.work, self.partition, np.ones(members.shape, bool))
-        return np.max(shares / (sub.cores * sub.tau) / (1.0 - sub.rho), axis=-1)
+        return np.max(shares / (sub.processes * sub.tau) / (1.0 - sub.rho), axis=-1)
 
 
 def _arrays(hosts: Sequence[Host], states: dict[str, Backlog] | None) -> HostArrays:
@@ -223,6 +226,7 @@ def _gather(arrays: HostArrays, members: np.ndarray) -> HostArrays:
     return HostArrays(names=(), lam=arrays.lam[members], mu=arrays.mu[members],
                       sigma=arrays.sigma[members], rho=arrays.rho[members],
                       tau=arrays.tau[members], cores=arrays.cores[members],
+                      process_counts=arrays.processes[members],
                       backlog=None if arrays.backlog is None else arrays.backlog.take(members))
 
 

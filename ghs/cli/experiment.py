@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from ghs.cli.common import DURATION, config_from, console, emit_json, json_option
+from ghs.daemon import sigterm_as_interrupt
 
 
 @click.group()
@@ -222,6 +223,36 @@ def eta_coverage(size, seed, trace_paths, as_json):
     from ghs.traces import read_log
 
     result = study.run(size, seed, logs=[read_log(path) for path in trace_paths])
+    if as_json:
+        emit_json(result)
+    else:
+        study.show(console(), result)
+
+
+@experiment.command()
+@click.option("--duration", type=DURATION, default="30m", show_default=True,
+              help="Length of the owners' workload (the load changes halfway).")
+@click.option("--task-seconds", type=DURATION, default="60", show_default=True,
+              help="CPU seconds each remote task burns (one process, SCHED_IDLE).")
+@click.option("--utilisation", "utilisations", type=click.FloatRange(0, 1, min_open=True,
+                                                                       max_open=True),
+              nargs=2, default=(0.3, 0.5), show_default=True,
+              help="The owners' utilisation of their core before and after the change.")
+@click.option("--seed", type=int, default=7, show_default=True, help="Random seed.")
+@json_option
+def live(duration, task_seconds, utilisations, seed, as_json):
+    """Root: real owners' jobs, agent, manager and remote tasks timed against predictions."""
+    from ghs.experiments import live as study
+
+    def progress(task):
+        realised = task["realised_seconds"]
+        click.echo(f"task at {task['launch_offset_seconds']:.0f} s: realised "
+                   f"{'stopped' if realised is None else f'{realised:.1f} s'}, predicted mean "
+                   f"{task['mean']:.1f} s, p90 {task['quantiles']['p90']:.1f} s", err=True)
+
+    # SIGTERM unwinds like Ctrl-C: the owners, daemons and the running task are stopped
+    with sigterm_as_interrupt():
+        result = study.run(duration, task_seconds, utilisations, seed=seed, progress=progress)
     if as_json:
         emit_json(result)
     else:

@@ -39,6 +39,16 @@ def _host_options(function):
     return function
 
 
+def _process_options(function):
+    function = click.option("--pinned", is_flag=True,
+                            help="The processes stay on each host's least-loaded cores "
+                                 "(default: they move between cores and see the host's "
+                                 "average core load).")(function)
+    return click.option("--processes-per-host", "processes", type=click.IntRange(min=1),
+                        default=None, help="How many processes run each host's share (at "
+                                           "most its cores; default: one per core).")(function)
+
+
 def _summary_option(function):
     return click.option("--summary", is_flag=True,
                         help="Tables: the totals only, no per-host rows (for large host "
@@ -75,11 +85,12 @@ def _remote(hosts_file: str | None, endpoint: str | None, config) -> bool:
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None,
               help="Draw the completion-time CDF with each host's law to this PNG "
                    "(needs the 'plot' extra: matplotlib).")
+@_process_options
 @_summary_option
 @json_option
 @click.pass_context
 def predict(ctx, work, hosts_file, endpoint, names, timeout, dist, partition, by_seconds,
-            plot_path, summary, as_json):
+            plot_path, processes, pinned, summary, as_json):
     """Predict the completion time of a divisible task on the given hosts."""
     config = config_from(ctx, {"client": {"timeout_seconds": timeout}})
     if plot_path is not None:
@@ -89,11 +100,13 @@ def predict(ctx, work, hosts_file, endpoint, names, timeout, dist, partition, by
     host_list = None
     if _remote(hosts_file, endpoint, config):
         with open_client(config, endpoint) as client, asking(client):
-            result = client.predict_answer(work, names or None, dist, partition)
+            result = client.predict_answer(work, names or None, dist, partition,
+                                           processes_per_host=processes, pinned=pinned)
     else:
         host_list = _load(hosts_file)
         result = planning.predict_hosts(host_list, work, config, names=names, dist=dist,
-                                        partition=partition)
+                                        partition=partition, processes_per_host=processes,
+                                        pinned=pinned)
     if plot_path is not None:
         from ghs.completion_plot import plot_completion
 
@@ -129,11 +142,12 @@ def _by(result: Answer, by_seconds: float) -> dict[str, float]:
               help="Also split N indivisible work units into whole numbers per host.")
 @click.option("--rho-max", type=click.FloatRange(0, 1, min_open=True), default=None,
               help="Hosts at or above this utilisation are not candidates (default 0.9).")
+@_process_options
 @_summary_option
 @json_option
 @click.pass_context
 def schedule(ctx, work, hosts_file, endpoint, names, timeout, method, dist, partition, units,
-             rho_max, summary, as_json):
+             rho_max, processes, pinned, summary, as_json):
     """Choose the hosts and the split that minimise E(T)(1+CoV)."""
     config = config_from(ctx, {"scheduler": {"rho_max": rho_max},
                                "client": {"timeout_seconds": timeout}})
@@ -141,11 +155,13 @@ def schedule(ctx, work, hosts_file, endpoint, names, timeout, method, dist, part
     if _remote(hosts_file, endpoint, config):
         with open_client(config, endpoint) as client, asking(client):
             result = client.schedule_answer(work, method, names or None, dist, partition,
-                                            units, rho_max=rho_max)
+                                            units, rho_max=rho_max,
+                                            processes_per_host=processes, pinned=pinned)
     else:
         host_list = _load(hosts_file)
         result = planning.schedule_hosts(host_list, work, config, names=names,
-                                         method=method, dist=dist, partition=partition)
+                                         method=method, dist=dist, partition=partition,
+                                         processes_per_host=processes, pinned=pinned)
     if as_json:
         emit_json(result.to_dict(units))
     else:

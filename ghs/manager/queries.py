@@ -18,6 +18,7 @@ from ghs.manager.calibration import Calibration
 from ghs.manager.estimates import EstimateCache, HostState
 from ghs.manager.record_view import manager_backtest
 from ghs.manager.state import host_backlog
+from ghs.placement import placed
 from protocol import (
     AccuracyReply,
     AccuracyRequest,
@@ -204,9 +205,11 @@ class QueryService:
         return usable, excluded, provisional
 
     def predict(self, work_seconds: float, hosts: Sequence[str] | None = None,
-                distribution: str | None = None, partition: str | None = None
+                distribution: str | None = None, partition: str | None = None,
+                processes_per_host: int | None = None, pinned: bool | None = None
                 ) -> dict[str, Any]:
         chosen, excluded, provisional = self._usable(hosts)
+        chosen, placement = placed(chosen, self.cache.store.streams, processes_per_host, pinned)
         backlogs, described = self.backlogs(chosen)
         dist = distribution or self.settings.distribution
         split = partition or self.settings.partition
@@ -224,6 +227,7 @@ class QueryService:
         body["predictor"] = self.settings.predictor
         body["excluded"] = [{"name": e.name, "reason": e.reason} for e in excluded]
         body["provisional"] = provisional
+        body["placement"] = placement
         self._track(result, "predict", body)
         return body
 
@@ -287,8 +291,10 @@ class QueryService:
     def schedule(self, work_seconds: float, hosts: Sequence[str] | None = None,
                  distribution: str | None = None, partition: str | None = None,
                  method: str | None = None, units: int | None = None,
-                 rho_max: float | None = None) -> dict[str, Any]:
+                 rho_max: float | None = None, processes_per_host: int | None = None,
+                 pinned: bool | None = None) -> dict[str, Any]:
         chosen, excluded, provisional = self._usable(hosts)
+        chosen, placement = placed(chosen, self.cache.store.streams, processes_per_host, pinned)
         settings = self.settings
         backlogs, described = self.backlogs(chosen)
 
@@ -319,6 +325,8 @@ class QueryService:
             rows, [views[k] for k in picked])
         body["provisional"] = provisional
         body["predictor"] = settings.predictor
+        body["placement"] = {name: placement[name] for name in
+                             (h.name for h in plan.hosts) if name in placement}
         self._track(plan.prediction, "schedule", body)
         return body
 

@@ -373,7 +373,8 @@ class Manager:
                                body=self.queries.status(counters))
         if isinstance(message, PredictRequest):
             return PredictReply(request_id=message.request_id, body=self.queries.predict(
-                message.work_seconds, message.hosts, message.distribution, message.partition))
+                message.work_seconds, message.hosts, message.distribution, message.partition,
+                message.processes_per_host, message.pinned))
         if isinstance(message, BacktestRequest):
             return BacktestReply(request_id=message.request_id, body=self.queries.backtest(
                 message.hosts, message.work_seconds, message.launch_every_seconds,
@@ -385,7 +386,8 @@ class Manager:
             return self.queries.tracking_reply(message)
         return ScheduleReply(request_id=message.request_id, body=self.queries.schedule(
             message.work_seconds, message.hosts, message.distribution, message.partition,
-            message.method, message.units, message.rho_max))
+            message.method, message.units, message.rho_max, message.processes_per_host,
+            message.pinned))
 
     def _forward_replies(self) -> None:
         while True:

@@ -9,7 +9,7 @@ before it.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -116,6 +116,5 @@ def starts_of(day: Host, forecast: Any, *, arrivals_only: bool) -> Host:
         return day
     if arrivals_only:
         rho = lam / (day.cores * day.mu)
-    rho = min(max(rho, 0.0), RHO_CAP)
-    return Host(day.name, lam=max(lam, 0.0), mu=day.mu, sigma=day.sigma, rho=rho, tau=day.tau,
-                cores=day.cores)
+    # the host's other fields (speed, cores, processes) stay as they are
+    return replace(day, lam=max(lam, 0.0), rho=min(max(rho, 0.0), RHO_CAP))

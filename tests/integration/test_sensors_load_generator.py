@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import os
-import pwd
 import random
 import resource  # noqa: F401 - os.wait4 needs it, and the generator's uid cannot load it
 import signal
@@ -28,6 +27,7 @@ import traceback
 
 import pytest
 
+from ghs.experiments.live_owners import unused_uid as find_unused_uid
 from sensors.accounting_control import AccountingSession
 from sensors.clock import SystemClock
 from sensors.cpu import ProcStatSource
@@ -45,23 +45,10 @@ SEED = 20240611
 
 
 def unused_uid() -> int:
-    busy = set()
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                with open(f"/proc/{name}/status", "rb") as handle:
-                    for line in handle:
-                        if line.startswith(b"Uid:"):
-                            busy.add(int(line.split()[1]))
-            except OSError:
-                continue
-    for uid in range(64_100 + os.getpid() % 400, 65_000):
-        try:
-            pwd.getpwuid(uid)
-        except KeyError:
-            if uid not in busy:
-                return uid
-    pytest.skip("no unused uid for the generator")
+    uid = find_unused_uid()
+    if uid is None:
+        pytest.skip("no unused uid for the generator")
+    return uid
 
 
 def _reap(pending: dict, done: list, block: bool) -> None:

@@ -83,7 +83,9 @@ def test_predict_and_schedule_say_what_the_model_assumes():
         assert payload["assumptions"] == {
             "start_state": "a steady-state backlog (Pollaczek-Khinchine)",
             "calibration": "none", "distribution": "gamma",
-            "load_model": "flat: the host file's parameters held for the whole task"}
+            "load_model": "flat: the host file's parameters held for the whole task",
+            "processes": "one process per core: each host's share split evenly over all its "
+                         "cores"}
         assert all(row["provisional"] is False for row in payload["hosts"])
         assert {row["backlog"]["source"] for row in payload["hosts"]} == {"steady-state"}
         table = invoke(command, "--hosts-file", EXAMPLE, "--work", "8h").stdout

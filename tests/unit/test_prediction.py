@@ -102,5 +102,5 @@ def test_to_dict_has_the_json_contract():
                             "distribution"}
     assert set(payload["quantiles"]) == {"p50", "p90", "p95", "p99"}
     assert set(payload["hosts"][0]) == {"name", "share", "dedicated_seconds", "mean", "std",
-                                        "backlog"}
+                                        "backlog", "processes"}
     assert sum(h["share"] for h in payload["hosts"]) == pytest.approx(3600.0)

@@ -1,0 +1,169 @@
+"""--processes-per-host and --pinned: validation, the per-host counts through predict and
+schedule, the protocol's version-2 fields, the manager's per-core loads and the CLI."""
+
+import json
+import threading
+import time
+
+import msgpack
+import pytest
+import zmq
+from click.testing import CliRunner
+from test_manager_parts import facts, rows
+
+from ghs.cli import main
+from ghs.client import Client
+from ghs.config import SchedulerConfig
+from ghs.manager.estimates import EstimateCache
+from ghs.manager.queries import QueryService
+from ghs.manager.service import Manager
+from ghs.manager.store import ManagerStore
+from ghs.placement import core_utilisation
+from protocol import PredictRequest, ScheduleRequest, UnknownFieldError, decode, encode
+from scheduler import (
+    Host,
+    InvalidArgumentError,
+    InvalidHostError,
+    pinned,
+    predict,
+    schedule,
+    with_processes,
+)
+
+HOUR = 3600.0
+
+
+def ws(name="ws", cores=2, rho=0.3, processes=None, tau=1.0):
+    return Host(name, lam=rho / 60.0, mu=1 / 60.0, sigma=60.0, rho=rho, tau=tau, cores=cores,
+                processes=processes)
+
+
+@pytest.mark.parametrize("count", [3, 0, True, 1.5])
+def test_bad_counts_name_the_option(count):
+    with pytest.raises(InvalidArgumentError) as caught:
+        with_processes([ws(cores=2)], count)
+    assert caught.value.field == "processes_per_host"
+    assert "--processes-per-host" in caught.value.message
+
+
+def test_counts_per_host_by_order_or_name():
+    hosts = [ws("a", cores=4), ws("b", cores=2)]
+    assert [h.processes for h in with_processes(hosts, [3, 1])] == [3, 1]
+    assert [h.processes for h in with_processes(hosts, {"b": 1})] == [4, 1]
+    assert [h.processes for h in with_processes(hosts, None)] == [4, 2]
+    with pytest.raises(InvalidArgumentError):
+        with_processes(hosts, {"c": 1})
+    with pytest.raises(InvalidArgumentError):
+        with_processes(hosts, [1])
+    with pytest.raises(InvalidHostError) as caught:
+        ws(cores=2, processes=3)
+    assert caught.value.field == "processes"
+
+
+def test_pinned_scales_the_host_to_its_least_loaded_cores():
+    host = ws(cores=4, rho=0.3, processes=2)
+    moved = pinned(host, [0.6, 0.1, 0.2, 0.3])
+    # mean of the two least loaded (0.15) over the mean of all (0.3)
+    assert moved.rho == pytest.approx(0.15) and moved.lam == pytest.approx(host.lam / 2)
+    assert (moved.mu, moved.sigma, moved.cores, moved.processes) == (host.mu, host.sigma, 4, 2)
+    assert pinned(host, [0.0] * 4) == host
+    with pytest.raises(InvalidArgumentError):
+        pinned(host, [0.1, 0.2])
+
+
+def test_a_single_process_runs_the_whole_share_and_partitions_follow_processes():
+    hosts = [ws("a", cores=2), ws("b", cores=2)]
+    one = predict(hosts, 2 * HOUR, processes_per_host=1, backlog=None)
+    both = predict(hosts, 2 * HOUR)
+    assert one.dedicated_seconds.tolist() == pytest.approx([HOUR, HOUR])
+    assert both.dedicated_seconds.tolist() == pytest.approx([HOUR / 2, HOUR / 2])
+    assert one.mean > 1.5 * both.mean
+    assert [row["processes"] for row in one.to_dict()["hosts"]] == [1, 1]
+    mixed = predict(hosts, 3 * HOUR, processes_per_host={"a": 1})
+    # equal-mean: shares in proportion to processes * (1 - rho) * tau
+    assert mixed.shares.tolist() == pytest.approx([HOUR, 2 * HOUR])
+    plan = schedule(hosts, 2 * HOUR, processes_per_host=1)
+    assert set(plan.prediction.processes.tolist()) == {1}
+
+
+def test_the_fields_are_version_2_only():
+    request = PredictRequest(request_id=1, work_seconds=60.0, processes_per_host=1,
+                             pinned=True)
+    assert decode(encode(request)) == request
+    wire = request.to_dict()
+    wire["v"] = 1
+    with pytest.raises(UnknownFieldError) as caught:
+        decode(msgpack.packb(wire))
+    assert caught.value.field == "processes_per_host"
+    plain = ScheduleRequest(request_id=2, work_seconds=60.0).to_dict()
+    plain["v"] = 1
+    assert decode(msgpack.packb(plain)).processes_per_host is None
+
+
+def capacity(host_id, per_core_busy, count=6, interval=60.0, start=1.0e9 + 23 * HOUR):
+    return [{"seq": k, "start_epoch_seconds": start + k * interval,
+             "end_epoch_seconds": start + (k + 1) * interval,
+             "available_cpu_seconds": sum((1 - b) * interval for b in per_core_busy),
+             "per_core_available_cpu_seconds": [(1 - b) * interval for b in per_core_busy]}
+            for k in range(count)]
+
+
+@pytest.fixture
+def manager(tmp_path):
+    """A real manager over loopback with one 2-core host whose load sits on core 0."""
+    store = ManagerStore(tmp_path / "m.sqlite")
+    now = time.time()
+    store.upsert_host(facts("duo", cores=2, seen=now))
+    store.add_measurements(rows("duo", 48, rho=0.25))
+    store.streams.add("duo", "capacity", capacity("duo", [0.5, 0.0]))
+    context = zmq.Context()
+    queries = QueryService(EstimateCache(store), SchedulerConfig(start_state="idle"),
+                           stale_after_seconds=600.0, clock=time.time)
+    service = Manager(context=context, store=store, queries=queries,
+                      agent_endpoint="tcp://127.0.0.1:*")
+    stop = threading.Event()
+    thread = threading.Thread(target=service.run, args=(stop,), daemon=True)
+    thread.start()
+    yield service.endpoints[0], store
+    stop.set()
+    thread.join(10)
+    service.close()
+    context.term()
+
+
+def test_the_manager_places_processes_and_says_so(manager):
+    endpoint, store = manager
+    assert core_utilisation(store.streams, "duo") == pytest.approx([0.5, 0.0], abs=1e-3)
+    with Client(endpoint, timeout_seconds=10) as client:
+        split = client.predict_answer(HOUR)
+        one = client.predict_answer(HOUR, processes_per_host=1)
+        held = client.predict_answer(HOUR, processes_per_host=1, pinned=True)
+        plan = client.schedule_answer(HOUR, processes_per_host=1)
+        with pytest.raises(Exception, match="--processes-per-host"):
+            client.predict(HOUR, processes_per_host=3)
+    assert split.assumptions.processes.startswith("one process per core")
+    assert "unpinned" in one.assumptions.processes
+    assert "pinned to the least-loaded of 2 cores" in held.assumptions.processes
+    assert one.prediction.dedicated_seconds[0] == pytest.approx(HOUR)
+    assert split.prediction.mean < one.prediction.mean
+    # pinned to the idle core: no local job ever interrupts it
+    assert held.prediction.mean == pytest.approx(HOUR)
+    assert plan.prediction.processes.tolist() == [1]
+    cli = CliRunner().invoke(main, ["predict", "--manager", endpoint, "--work", "1h",
+                                    "--processes-per-host", "1", "--pinned", "--json"])
+    payload = json.loads(cli.stdout)
+    assert payload["mean"] == pytest.approx(HOUR)
+    assert payload["hosts"][0]["processes"] == 1
+    assert "pinned" in payload["assumptions"]["processes"]
+
+
+def test_the_cli_refuses_more_processes_than_cores_in_one_line(tmp_path):
+    path = tmp_path / "hosts.json"
+    path.write_text(json.dumps({"hosts": [{"name": "a", "lam": 0.002, "mu": 0.01,
+                                           "sigma": 100.0, "rho": 0.2, "cores": 2}]}))
+    for command in ("predict", "schedule"):
+        result = CliRunner().invoke(main, [command, "--hosts-file", str(path), "--work", "1h",
+                                           "--processes-per-host", "3"])
+        assert result.exit_code == 2, result.output
+        lines = [line for line in result.output.splitlines() if line.strip()]
+        assert len(lines) == 1 and "--processes-per-host" in lines[0], result.output
