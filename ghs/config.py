@@ -67,9 +67,9 @@ class SchedulerConfig:
                                 help="minimum work per host over mean local demand (Fig. 3)")
     predictor: str = setting("calibrated", choices=PREDICTORS,
                              help="a manager's answers (README: Calibrated answers)")
-    start_choice: str = setting("carried", choices=START_CHOICES,
-                                help="calibrated answers: carried (every host idle under the "
-                                     "forecast measured load) or record (README)")
+    start_choice: str = setting("auto", choices=START_CHOICES,
+                                help="calibrated answers' start: carried load, state, record, "
+                                     "or auto (carried for one host, else state; README)")
     start_state: str = setting(
         "auto", choices=START_STATES,
         help="the local work a task finds at launch: auto (the jobs of a fresh running "

@@ -30,5 +30,6 @@ DEMAND_KINDS = ("exponential", "deterministic", "lognormal", "gamma", "hyperexpo
 
 PREDICTORS = ("calibrated", "model")
 """A manager's answers: calibrated (run-window forecast, conformal per host) or the model."""
-START_CHOICES = ("carried", "record")
-"""Calibrated answers on a host with jobs running: carried load, or chosen by its record."""
+START_CHOICES = ("auto", "carried", "state", "record")
+"""Calibrated answers: carried load, the state held as backlog, the start the record chose,
+or auto (carried for one host, state for a task split over several)."""

@@ -13,7 +13,8 @@ backlog of the running snapshot), ``forecast`` (run-window forecast of the measu
 carries the running jobs; idle start), ``uncalibrated`` (forecast of the new arrivals' load and
 the full backlog), ``weighted`` (the start the station's record chose:
 :class:`scheduler.backlog_weight.BacklogWeights` with ``by_record``) and ``calibrated``, the
-default (the manager's): ``forecast`` with its quantiles corrected by adaptive conformal
+default (the manager's): ``forecast`` (with ``parallel``: ``uncalibrated``, the state start a
+split needs) with its quantiles corrected by adaptive conformal
 inference (:class:`scheduler.Calibrator`, one per task length, a row per station, pooled
 prior) on this station's own earlier launches (its mean is left as the model's: scaling it
 like the median made it worse on every log tried); ``calibrated-state`` does the same to
@@ -57,6 +58,9 @@ MODEL_VIEWS = {"paper": ("day", "idle"), "state": ("day", "state"),
                "weighted": ("forecast", "weighted")}
 # calibrated predictor -> the model view whose quantiles it corrects
 CALIBRATED = {"calibrated": "forecast", "calibrated-state": "weighted"}
+# the default corrects the view the manager serves: for one host the carried load, for a task
+# split over several hosts the state start (the split must see which hosts are busy now)
+PARALLEL_CALIBRATED = {"calibrated": "uncalibrated", "calibrated-state": "weighted"}
 DEFAULT_PREDICTOR = "calibrated"
 PREDICTORS = ("paper", "naive", "state", "forecast", "uncalibrated", "weighted", *CALIBRATED)
 DIST = "lognormal"
@@ -314,7 +318,7 @@ class _Run:
                     for k in np.nonzero(shares > 0)[0]:
                         self._score_weights(int(k), at, knowns[k], float(shares[k]),
                                             backlogs[k], finish[k], p.mean)
-                for calibrated, view in CALIBRATED.items():
+                for calibrated, view in PARALLEL_CALIBRATED.items():
                     if view == name:
                         reported = self._calibrate(calibrated, 0, w, at, realised, q)
                         self._parallel_record(calibrated, at, w, shares, p.mean, reported)

@@ -38,6 +38,11 @@ from scheduler.backlog_weight import BacklogWeights, WeightSettings
 from scheduler.calibrated import host_quantiles
 
 HOUR_SECONDS = 3600.0
+VIEWS = ("carried", "state")
+# view -> (its calibrated and uncalibrated predictors in the ledger)
+LEDGER_NAMES = {"carried": ("calibrated", "uncalibrated"),
+                "state": ("calibrated-state", "uncalibrated-state"),
+                "record": ("calibrated-record", "uncalibrated-record")}
 LEVELS = ("p50", "p90", "p95")
 DIST = "lognormal"
 LEDGER = "shadow_launches"
@@ -53,6 +58,7 @@ class _Shadow:
     reported: np.ndarray
     pooled: np.ndarray
     candidates: np.ndarray | None
+    view: str = "carried"
     decided: bool = False
 
 
@@ -80,7 +86,9 @@ class Calibration:
         self.history_days = history_days
         self.bank = ForecastBank(0)
         self.weights = BacklogWeights(0, WeightSettings(by_record=start_by_record))
-        self.calibrators = [Calibrator(0) for _ in self.lengths]
+        # each way of starting a host is scored and calibrated on its own
+        self.views = VIEWS + (("record",) if start_by_record else ())
+        self.calibrators = {view: [Calibrator(0) for _ in self.lengths] for view in self.views}
         self.tracks: dict[str, _Track] = {}
         self.lock = threading.RLock()
         self._writes: list[tuple[dict[str, Any] | None, tuple[Any, ...] | None]] = []
@@ -98,8 +106,9 @@ class Calibration:
                 rows = len(self.tracks)
                 self.bank.grow(2 * rows)
                 self.weights.grow(rows)
-                for calibrator in self.calibrators:
-                    calibrator.grow(rows)
+                for kept in self.calibrators.values():
+                    for calibrator in kept:
+                        calibrator.grow(rows)
             return found
 
     def hours_behind(self, host_id: str) -> float:
@@ -172,29 +181,39 @@ class Calibration:
         paper_means, _ = paper.host_moments()
         paper_q = host_quantiles(paper)
         hosts, starts = [], []
-        for j in range(n):
-            found, start, _ = self.view_hosts([track], [day], [backlog], at, paper_means[j])
-            hosts.append(found[0])
-            starts.append(start[0])
-        model = predict(_copies_of(hosts), float(works.sum()), DIST, shares=works,
+        for view in self.views:
+            for j in range(n):
+                found, start, _ = self.view_hosts([track], [day], [backlog], at,
+                                                  paper_means[j], view)
+                hosts.append(found[0])
+                starts.append(start[0])
+        shares = np.tile(works, len(self.views))
+        model = predict(_copies_of(hosts), float(shares.sum()), DIST, shares=shares,
                         backlog=starts)
-        means, _ = model.host_moments()
-        model_q = host_quantiles(model)
+        means = model.host_moments()[0].reshape(len(self.views), n)
+        model_q = host_quantiles(model).reshape(len(self.views), n, -1)
         candidates = None
-        if backlog.kind == "jobs" and backlog.job_means:
-            candidates = self._candidate_means(track, day, backlog, at, works, means)
-        for j, length in enumerate(self.lengths):
-            calibrator = self.calibrators[j]
-            reported = calibrator.adjust([track.row], model_q[j][None])[0]
-            pooled = calibrator.pool_adjust(model_q[j][None])[0]
-            track.pending.append(_Shadow(at, j, float(length), reported, pooled,
-                                         None if candidates is None else candidates[j]))
-            for name, mean, q in (("calibrated", means[j], reported),
-                                  ("uncalibrated", means[j], model_q[j]),
-                                  ("paper", paper_means[j], paper_q[j])):
+        if self.weights.settings.by_record and backlog.kind == "jobs" and backlog.job_means:
+            candidates = self._candidate_means(track, day, backlog, at, works, means[0])
+        rows = [("paper", paper_means, paper_q)]
+        for v, view in enumerate(self.views):
+            reported_all = []
+            for j, length in enumerate(self.lengths):
+                calibrator = self.calibrators[view][j]
+                reported = calibrator.adjust([track.row], model_q[v, j][None])[0]
+                pooled = calibrator.pool_adjust(model_q[v, j][None])[0]
+                reported_all.append(reported)
+                track.pending.append(_Shadow(at, j, float(length), reported, pooled,
+                                             None if candidates is None else candidates[j],
+                                             view))
+            rows += [(LEDGER_NAMES[view][0], means[v], np.array(reported_all)),
+                     (LEDGER_NAMES[view][1], means[v], model_q[v])]
+        for name, mean, q in rows:
+            for j, length in enumerate(self.lengths):
                 self._writes.append(({"host_id": host_id, "launch_epoch_seconds": at,
                                       "length_seconds": float(length), "predictor": name,
-                                      "mean": float(mean), **dict(zip(LEVELS, map(float, q))),
+                                      "mean": float(mean[j]),
+                                      **dict(zip(LEVELS, map(float, q[j]))),
                                       "realised_seconds": None}, None))
         return n
 
@@ -227,13 +246,15 @@ class Calibration:
             realised = realised_seconds(series, shadow.launch, shadow.dedicated)
             if realised is not None and shadow.launch + realised <= now:
                 self._score(track, shadow, realised)
-                self._writes.append((None, (realised, host_id, shadow.launch, shadow.dedicated)))
+                if shadow.view == self.views[0]:  # one outcome per launch and length
+                    self._writes.append((None, (realised, host_id, shadow.launch,
+                                                shadow.dedicated)))
             elif not shadow.decided and overran(series, shadow.launch, shadow.dedicated,
                                                 float(shadow.reported[-1])) and (
                     shadow.launch + shadow.reported[-1] <= now):
                 # a miss of every level, known before the task ends
-                self.calibrators[shadow.length].record([track.row], np.ones((1, 3), bool),
-                                                       (shadow.pooled > 0)[None])
+                self.calibrators[shadow.view][shadow.length].record(
+                    [track.row], np.ones((1, 3), bool), (shadow.pooled > 0)[None])
                 shadow.decided = True
                 still.append(shadow)
             elif series.covered_until < shadow.launch + 30 * 86400.0:
@@ -242,7 +263,7 @@ class Calibration:
 
     def _score(self, track: _Track, shadow: _Shadow, realised: float) -> None:
         if not shadow.decided:
-            self.calibrators[shadow.length].record(
+            self.calibrators[shadow.view][shadow.length].record(
                 [track.row], (realised > shadow.reported)[None], (realised > shadow.pooled)[None])
         if shadow.candidates is not None:
             self.weights.record([track.row], [realised], shadow.candidates[None])
@@ -265,18 +286,24 @@ class Calibration:
                 j = int(np.argmin(np.abs(np.log(self.lengths) - math.log(
                     max(outcome.predicted_mean_seconds, 1.0)))))
                 missed = (outcome.realised_seconds > served)[None]
-                self.calibrators[j].record([track.row], missed, missed)
+                # the report does not say which start served it: it moves every view's
+                for kept in self.calibrators.values():
+                    kept[j].record([track.row], missed, missed)
                 taken += 1
         return taken
 
     # -- answering ---------------------------------------------------------------------------
 
     def view_hosts(self, tracks: Sequence[_Track], days: Sequence[Host],
-                   backlogs: Sequence[Backlog], at: Any, duration_seconds: float
+                   backlogs: Sequence[Backlog], at: Any, duration_seconds: float,
+                   mode: str = "carried"
                    ) -> tuple[list[Host], list[Backlog], list[dict[str, Any]]]:
         """Each host as the calibrated predictor sees a run of ``duration_seconds`` from
-        ``at`` (epoch seconds, one for all or one per host): the forecast load, the start its
-        record chose, and what was used (JSON)."""
+        ``at`` (epoch seconds, one for all or one per host): the forecast load, the start,
+        and what was used (JSON). ``mode``: ``carried`` (idle under the forecast measured
+        load, which carries the jobs running now), ``state`` (the given start, its jobs held
+        as backlog under the forecast load of new arrivals) or ``record`` (for a host with
+        jobs running, the start of lowest recent error on its record)."""
         rows = np.array([[2 * t.row, 2 * t.row + 1] for t in tracks]).reshape(-1)
         launch = np.repeat(np.broadcast_to(np.asarray(at, dtype=float), (len(tracks),)), 2)
         with self.lock:
@@ -285,15 +312,13 @@ class Calibration:
         values = found.value.reshape(-1, 2)
         hosts, starts, described = [], [], []
         for k, (day, backlog) in enumerate(zip(days, backlogs)):
-            # by default every host starts idle under the forecast measured load, which carries
-            # the jobs running now (the back-tests' choice); with start_by_record the record
-            # chooses for a start holding running jobs, and a steady-state or empty start is
-            # kept as it is under the load of new arrivals
             busy = backlog.kind == "jobs" and bool(backlog.job_means)
-            if not self.weights.settings.by_record:
+            if mode == "carried":
                 choice = {"start": "carried"}
+            elif mode == "record" and busy:
+                choice = self.weights.describe(int(choices[k]))
             else:
-                choice = self.weights.describe(int(choices[k])) if busy else {"start": "as-is"}
+                choice = {"start": "state"}
             carried = choice["start"] == "carried" or backlog.kind == "idle"
             hosts.append(starts_of(day, values[k], arrivals_only=not carried))
             if choice["start"] == "carried":
@@ -307,19 +332,20 @@ class Calibration:
                              "load": "arrivals" if not carried else "measured"}})
         return hosts, starts, described
 
-    def factors(self, tracks: Sequence[_Track], dedicated_seconds: Sequence[float]
-                ) -> tuple[np.ndarray, list[dict[str, Any]]]:
-        """(hosts, levels) quantile factors from the calibrator of each host's nearest task
-        length, and what was applied (JSON)."""
+    def factors(self, tracks: Sequence[_Track], dedicated_seconds: Sequence[float],
+                mode: str = "carried") -> tuple[np.ndarray, list[dict[str, Any]]]:
+        """(hosts, levels) quantile factors from the ``mode`` view's calibrator of each host's
+        nearest task length, and what was applied (JSON)."""
         out = np.ones((len(tracks), len(LEVELS)))
         described = []
+        kept = self.calibrators[mode]
         for k, (track, dedicated) in enumerate(zip(tracks, dedicated_seconds)):
             j = int(np.argmin(np.abs(np.log(self.lengths) - math.log(max(dedicated, 1.0)))))
-            calibrator = self.calibrators[j]
+            calibrator = kept[j]
             out[k] = calibrator.factors([track.row])[0]
             coverage = calibrator.coverage([track.row])[0]
             described.append({
-                "length_seconds": float(self.lengths[j]),
+                "view": mode, "length_seconds": float(self.lengths[j]),
                 "factors": dict(zip(LEVELS, map(float, out[k]))),
                 "scored_launches": int(calibrator.scored[track.row, 0]),
                 "coverage": {level: None if math.isnan(c) else float(c)

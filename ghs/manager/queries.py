@@ -117,8 +117,14 @@ class QueryService:
         """Run ``predict_with(hosts, backlogs)`` on the forecast view of ``chosen`` for the
         task's own run window (two rounds: the window's load sets the run), then calibrate
         the resulting prediction with each host's factors. Returns (result, hosts, starts,
-        per-host descriptions)."""
+        per-host descriptions). The start (``scheduler.start_choice``): ``auto`` carries
+        the running jobs in the measured load when the task has one host, and holds them as
+        each host's backlog when it is split over several (the split must see which hosts
+        are busy now); the back-tests chose both."""
         starts_in = backlogs or [Backlog.steady_state()] * len(chosen)
+        mode = self.settings.start_choice
+        if mode == "auto":
+            mode = "carried" if len(chosen) == 1 else "state"
         tracks = []
         for host in chosen:
             self._top_up(host.name, host.cores)
@@ -130,14 +136,14 @@ class QueryService:
                            backlog=starts_in).mean
         for _ in range(2):
             hosts, starts, described = self.calibration.view_hosts(tracks, chosen, starts_in,
-                                                                   at, duration)
+                                                                   at, duration, mode)
             result = predict_with(hosts, starts)
             prediction = result.prediction if hasattr(result, "prediction") else result
             duration = prediction.mean
         used = {h.name: k for k, h in enumerate(hosts)}
         kept = [used[name] for name in prediction.hosts]
         factors, applied = self.calibration.factors([tracks[k] for k in kept],
-                                                    list(prediction.dedicated_seconds))
+                                                    list(prediction.dedicated_seconds), mode)
         calibrated = calibrated_prediction(prediction, factors)
         for k, detail in zip(kept, applied):
             described[k]["calibration"] = detail

@@ -52,8 +52,8 @@ def test_the_manager_scores_its_predictions_and_answers_calibrated(daemons, tmp_
         zero = client.history("ws8")["replay_zero_epoch"]
         answer = client.predict_answer(3600.0)
     launches = record["launches"]
-    assert {launch["predictor"] for launch in launches} == {"paper", "uncalibrated",
-                                                            "calibrated"}
+    assert {launch["predictor"] for launch in launches} == {
+        "paper", "uncalibrated", "calibrated", "uncalibrated-state", "calibrated-state"}
     # hourly launches on the host's clock, four task lengths, each scored once it ended
     calibrated = [launch for launch in launches if launch["predictor"] == "calibrated"]
     assert len({launch["launch_seconds"] for launch in calibrated}) >= UNTIL_HOURS - 6

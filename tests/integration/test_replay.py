@@ -9,6 +9,9 @@ import pytest
 import zmq
 from daemons import wait_for
 
+from protocol import PredictRequest
+from scheduler import Backlog, Host, predict
+
 pytestmark = pytest.mark.slow
 
 UNTIL_SECONDS = 7 * 3600.0
@@ -74,14 +77,18 @@ def test_replay_until_matches_a_walk_of_the_log(daemons, tmp_path):
     assert running["run_queue_length"] == len(expected)
     assert {t["scope"] for t in history["templates"]} == {"pooled", "user", "command"}
     assert {t["user"] for t in history["templates"] if t["scope"] == "user"} == {"ann", "bob"}
-    # a prediction now starts from the jobs of that snapshot, with the templates' laws
+    # a prediction now reads the jobs of that snapshot, with the templates' laws: held as
+    # the backlog under the model's answer, carried in the measured load under the
+    # calibrated default for one host (the back-tests' choice)
     with daemons.client(endpoint) as client:
-        answer = client.predict_answer(3600.0, hosts=["ws7"])
-    start = answer.to_dict()["hosts"][0]["backlog"]
-    assert start["source"] == "snapshot"
-    assert answer.to_dict()["assumptions"]["start_state"].startswith("the jobs running")
-    if expected:
-        assert start["mean_seconds"] > 0
+        body = client._ask(PredictRequest(request_id=7, work_seconds=3600.0, hosts=["ws7"]))
+    state = body["host_parameters"][0]["start"]
+    assert state["source"] == "snapshot" and state["jobs"] == len(expected)
+    assert body["host_parameters"][0]["predictor_view"]["start"] == {"start": "carried"}
+    model = predict([Host("ws7", lam=p["lam"], mu=p["mu"], sigma=p["sigma"], rho=p["rho"])
+                     for p in body["host_parameters"]], 3600.0,
+                    backlog=[Backlog.from_dict(body["host_parameters"][0]["backlog"])])
+    assert model.mean == pytest.approx(body["model"]["mean"], rel=1e-9)
 
 
 def test_an_older_agent_still_reports_and_a_newer_protocol_is_refused(daemons):

@@ -79,9 +79,10 @@ def test_every_hour_of_the_record_is_a_launch_scored_on_what_the_jobs_left(fed):
     track = calibration.tracks["ws1"]
     for j, length in enumerate(calibration.lengths):
         n = sum(1 for row in scored if row["length_seconds"] == length)
-        assert calibration.calibrators[j].scored[track.row, 0] == n
-    # launches that began with local work scored the start candidates
-    assert calibration.weights.scored[track.row] > 0
+        for view in ("carried", "state"):
+            assert calibration.calibrators[view][j].scored[track.row, 0] == n
+    # the start candidates are scored only when the record is to choose
+    assert calibration.weights.scored[track.row] == 0
     # advancing again makes nothing new: the record is incremental
     assert calibration.advance("ws1", 1) == 0
 
@@ -118,8 +119,8 @@ def test_a_reported_overrun_moves_its_hosts_calibration(fed):
     _, store, calibration, _ = fed
     track = calibration.tracks["ws1"]
     day = calibration_day(store)
-    before = calibration.calibrators[1].factors([track.row])[0].copy()
-    scored = calibration.calibrators[1].scored[track.row].copy()
+    before = calibration.calibrators["carried"][1].factors([track.row])[0].copy()
+    scored = calibration.calibrators["carried"][1].scored[track.row].copy()
     prediction = predict([day], 3600.0)
     served = ZERO_EPOCH_SECONDS + 2 * 86400.0
     pid = store.track.record(prediction, served, "predict")
@@ -127,8 +128,8 @@ def test_a_reported_overrun_moves_its_hosts_calibration(fed):
     store.track.report(pid, "ws1", served + 50 * prediction.quantiles["p95"], served + 1e5)
     assert calibration.absorb_reports(0.0) == 1
     assert calibration.absorb_reports(0.0) == 0  # each report is taken once
-    after = calibration.calibrators[1].factors([track.row])[0]
-    assert (calibration.calibrators[1].scored[track.row] == scored + 1).all()
+    after = calibration.calibrators["carried"][1].factors([track.row])[0]
+    assert (calibration.calibrators["carried"][1].scored[track.row] == scored + 1).all()
     assert (after > before).all()
 
 
@@ -143,11 +144,14 @@ def test_the_record_chooses_the_start_only_when_asked(fed):
     _, starts, described = calibration.view_hosts([track], [day], [jobs], at, 3600.0)
     assert described[0]["start"] == {"start": "carried"} and starts[0].kind == "idle"
     assert described[0]["forecast"]["load"] == "measured"
+    _, starts, described = calibration.view_hosts([track], [day], [jobs], at, 3600.0, "state")
+    assert described[0]["start"] == {"start": "state"} and starts[0].job_means == (900.0,)
+    assert described[0]["forecast"]["load"] == "arrivals"
     chooser = Calibration(store, lengths_seconds=(900.0, 3600.0), start_by_record=True)
     chooser.advance("ws1", 1)
     mine = chooser.tracks["ws1"]
     assert chooser.weights.scored[mine.row] > 0
-    _, starts, described = chooser.view_hosts([mine], [day], [jobs], at, 3600.0)
+    _, starts, described = chooser.view_hosts([mine], [day], [jobs], at, 3600.0, "record")
     picked = described[0]["start"]
     assert picked["start"] in {"backlog", "carried"}
     if picked["start"] == "backlog":

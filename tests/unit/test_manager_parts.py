@@ -122,23 +122,24 @@ def test_client_rebuilds_the_same_prediction_and_plan(running_manager):
         body = client._ask(PredictRequest(request_id=999, work_seconds=8 * HOUR))
         assert prediction.mean == pytest.approx(body["mean"], rel=1e-12)
         assert prediction.quantiles == pytest.approx(body["quantiles"], rel=1e-9)
-        # the calibrated default: every host idle under its forecast measured load, which
-        # carries the local jobs (no hourly bins yet: the 24-hour estimate); no record
-        # scored yet: calibration factors 1; the calibrated mean integrates its CDF on a grid
+        # the calibrated default for a task split over several hosts holds each host's state
+        # as its backlog (no snapshot here: the steady state) under the forecast load of new
+        # arrivals (no hourly bins yet: the 24-hour estimate); no record scored yet:
+        # calibration factors 1; the calibrated mean integrates its CDF on a grid
         assert body["predictor"] == "calibrated"
-        assert {row["backlog"]["source"] for row in body["hosts"]} == {"idle"}
-        assert all(row["predictor_view"]["start"] == {"start": "carried"}
-                   and row["start"]["source"] == "steady-state"
+        assert {row["backlog"]["source"] for row in body["hosts"]} == {"steady-state"}
+        assert all(row["predictor_view"]["start"] == {"start": "state"}
                    for row in body["host_parameters"])
         assert all(row["calibration_factors"] == [1.0, 1.0, 1.0]
                    for row in body["host_parameters"])
-        local = predict(hosts, 8 * HOUR)
+        local = predict(hosts, 8 * HOUR, backlog=[Backlog.steady_state() for _ in hosts])
         assert body["model"]["mean"] == pytest.approx(local.mean, rel=1e-12)
-        assert body["mean"] == pytest.approx(local.mean, rel=1e-4)
-        # the state start is one setting away, and a host without a snapshot holds the
-        # steady-state backlog there
-        steady = predict(hosts, 8 * HOUR, backlog=[Backlog.steady_state() for _ in hosts])
-        assert local.mean < steady.mean
+        assert body["mean"] == pytest.approx(local.mean, rel=1e-6)
+        assert predict(hosts, 8 * HOUR).mean < local.mean
+        # one host alone carries its local jobs in the measured load and starts idle
+        alone = client._ask(PredictRequest(request_id=998, work_seconds=HOUR, hosts=["h0"]))
+        assert alone["host_parameters"][0]["predictor_view"]["start"] == {"start": "carried"}
+        assert alone["hosts"][0]["backlog"]["source"] == "idle"
         assert 0 < float(prediction.cdf(prediction.quantiles["p90"])) < 1
         plan = client.schedule(8 * HOUR, method="optimal", units=100)
         assert plan.method == "optimal" and sum(plan.units(100).values()) == 100
