@@ -16,7 +16,6 @@ from typing import Any
 from ghs.backtest.engine import summarise
 
 MAX_LAUNCHES = 50_000
-PREDICTORS = ("paper", "uncalibrated", "calibrated", "uncalibrated-state", "calibrated-state")
 
 
 def manager_backtest(ledger: Sequence[dict[str, Any]], *, lengths_seconds: Sequence[float],
