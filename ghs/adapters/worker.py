@@ -59,6 +59,27 @@ def worker_environment(environ: Mapping[str, str], marker: str) -> dict[str, str
     return {**environ, marker: "1"}
 
 
+def lowest_priority_session() -> str:
+    """Start a session of its own at autogroup nice 19, then drop to the lowest priority
+    within it; says which priority it got. Run it in a child before exec (a process-group
+    leader cannot start a session: ``os.setsid`` raises PermissionError there).
+
+    With autogroup scheduling (``kernel.sched_autogroup_enabled``) the kernel first shares
+    the CPU between sessions and only then between the processes of a session, so a
+    SCHED_IDLE task in a session of normal weight still takes about half a busy core from an
+    owner's session. A session of its own at autogroup nice 19 leaves it the leftovers only.
+    """
+    os.setsid()
+    grouped = ""
+    try:
+        with open("/proc/self/autogroup", "w", encoding="ascii") as handle:
+            handle.write("19")
+        grouped = ", autogroup nice 19"
+    except OSError:  # no autogroup in this kernel: the process priority is all there is
+        pass
+    return lower_priority() + grouped
+
+
 def lower_priority() -> str:
     """Drop this process (and what it starts) to the lowest CPU priority; says which one."""
     os.nice(max(0, 19 - os.nice(0)))

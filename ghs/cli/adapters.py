@@ -30,7 +30,7 @@ def worker(ctx, scheduler, nthreads, host, name, resources, dry_run, extra, as_j
     import importlib.util
     import os
 
-    from ghs.adapters.worker import lower_priority, worker_command, worker_environment
+    from ghs.adapters.worker import lowest_priority_session, worker_command, worker_environment
     from ghs.errors import GhsError
 
     config = config_from(ctx)
@@ -47,9 +47,21 @@ def worker(ctx, scheduler, nthreads, host, name, resources, dry_run, extra, as_j
     if importlib.util.find_spec("distributed") is None:
         raise GhsError("ghs worker needs dask.distributed: pip install 'ghs[dask]'",
                        field="worker", value=None)
-    priority = lower_priority()
-    click.echo(f"ghs worker: {priority}, {marker}=1: {' '.join(command)}", err=True)
-    os.execve(command[0], command, environment)
+    if os.getpid() != os.getpgrp():
+        priority = lowest_priority_session()
+        click.echo(f"ghs worker: {priority}, {marker}=1: {' '.join(command)}", err=True)
+        os.execve(command[0], command, environment)
+    # started from a shell, this process leads its group and cannot start a session of its
+    # own (which lowest priority needs under autogroup scheduling): its child does
+    import signal
+    import subprocess
+
+    click.echo(f"ghs worker: a session of its own at the lowest priority, {marker}=1: "
+               f"{' '.join(command)}", err=True)
+    child = subprocess.Popen(command, env=environment, preexec_fn=lowest_priority_session)
+    for number in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(number, lambda signum, _frame: child.send_signal(signum))
+    ctx.exit(child.wait())
 
 
 @click.command("condor-attrs")

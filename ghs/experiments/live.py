@@ -29,7 +29,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ghs.adapters.worker import lower_priority, worker_environment
+from ghs.adapters.worker import lowest_priority_session, worker_environment
 from ghs.client import Client, ManagerError
 from ghs.demo import _ghs, _start, _stop
 from ghs.errors import GhsError
@@ -224,26 +224,6 @@ def _beside(host: Host, work: float) -> dict[str, dict[str, Any]]:
         out[name] = {"mean": other.mean,
                      "quantiles": {key: other.quantiles[key] for key in ("p50", "p90")}}
     return out
-
-
-def lowest_priority_session() -> str:
-    """Run in a remote task before exec: its own session at autogroup nice 19, then the
-    lowest priority within it; says which priority it got.
-
-    With autogroup scheduling (``kernel.sched_autogroup_enabled``) the kernel first shares
-    the CPU between sessions and only then between the processes of a session, so a
-    SCHED_IDLE task in a session of normal weight still takes about half a busy core from an
-    owner's session. A session of its own at autogroup nice 19 leaves it the leftovers only.
-    """
-    os.setsid()
-    grouped = ""
-    try:
-        with open("/proc/self/autogroup", "w", encoding="ascii") as handle:
-            handle.write("19")
-        grouped = ", autogroup nice 19"
-    except OSError:  # no autogroup in this kernel: the process priority is all there is
-        pass
-    return lower_priority() + grouped
 
 
 def _time_task(task_seconds: float, hard_limit_seconds: float) -> float | None:

@@ -13,7 +13,7 @@ import pytest
 from ghs.adapters.errors import AdapterError
 from ghs.adapters.planner import PlanSource, host_p90_seconds
 from ghs.adapters.progress import HostProgress, RunProgress, _RichBar, reporter_for
-from ghs.adapters.worker import worker_environment
+from ghs.adapters.worker import lowest_priority_session, worker_environment
 from ghs.config import load_config
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -136,3 +136,16 @@ def test_run_tracker_etas_are_paced_and_shown(source, caplog):
     close()
     assert "; ETA about " in caplog.records[0].getMessage()
     assert ", 90% by " in caplog.records[0].getMessage()
+
+
+def test_a_remote_task_gets_a_session_of_its_own_at_autogroup_nice_19():
+    code = ("import os; print(os.getsid(0) == os.getpid(), os.nice(0), "
+            "open('/proc/self/autogroup').read().split()[-1] "
+            "if os.path.exists('/proc/self/autogroup') else 'none')")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60, preexec_fn=lowest_priority_session,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    leader, nice, autogroup = done.stdout.split()
+    assert leader == "True" and int(nice) == 19
+    if autogroup != "none":  # kernels with autogroup scheduling
+        assert autogroup == "19"
