@@ -91,7 +91,8 @@ def model_assumptions(prediction: Prediction, source: str,
     ``placement`` how each host runs its share (ghs.placement.placed)."""
     if isinstance(prediction, CalibratedPrediction):
         held = any(row["mean_seconds"] > 0 for row in prediction.backlog())
-        start = (start_state(prediction) + ", as each host's record chose" if held else
+        start = (start_state(prediction) + ", held as backlog under the forecast load of new "
+                 "arrivals" if held else
                  "idle, the local jobs running at launch carried in the forecast measured load")
         return Assumptions(start_state=start, load_model=LOAD_MODELS["manager forecast"],
                            calibration=CONFORMAL_CALIBRATION,

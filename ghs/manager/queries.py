@@ -340,7 +340,7 @@ class QueryService:
 def _with_views(rows: list[dict[str, Any]], views: Sequence[dict[str, Any]]
                 ) -> list[dict[str, Any]]:
     """Host parameter rows with what the calibrated predictor used for each host: its
-    forecasters, the start its record chose and the calibration applied."""
+    forecasters, the start and the calibration applied."""
     for row, view in zip(rows, views):
         row["predictor_view"] = view
         calibration = view.get("calibration")
