@@ -84,7 +84,9 @@ def _demand(rng: random.Random, mean: float) -> float:
     return min(value, MAX_DEMAND_FACTOR * mean)
 
 
-def _reap(pending: dict, done: list, block: bool) -> None:
+def reap_children(pending: dict, done: list, block: bool) -> None:
+    """Collect ended jobs: ``pending`` maps pid -> (forked epoch s, demand s); each ended job
+    goes to ``done`` with its pid, fork and end times (epoch s), demand and CPU used (s)."""
     while pending:
         try:
             pid, _, usage = os.wait4(-1, 0 if block else os.WNOHANG)
@@ -93,11 +95,12 @@ def _reap(pending: dict, done: list, block: bool) -> None:
         if pid == 0:
             return
         forked, demand = pending.pop(pid)
-        done.append({"forked": forked, "ended": time.time(), "demand": demand,
+        done.append({"pid": pid, "forked": forked, "ended": time.time(), "demand": demand,
                      "cpu": usage.ru_utime + usage.ru_stime})
 
 
-def _burn(seconds: float) -> None:
+def burn_cpu(seconds: float) -> None:
+    """Spin until this process has used ``seconds`` of CPU."""
     began = time.process_time()
     while time.process_time() - began < seconds:
         pass
@@ -118,18 +121,18 @@ def _generate(plan: OwnerPlan, write_fd: int) -> None:
     done: list[dict] = []
     while arrival < end:
         while (wait := arrival - time.time()) > 0:
-            _reap(pending, done, block=False)
+            reap_children(pending, done, block=False)
             time.sleep(min(wait, 0.02))
         demand = _demand(rng, plan.mean_demand_seconds)
         forked = time.time()
         pid = os.fork()
         if pid == 0:
-            _burn(demand)
+            burn_cpu(demand)
             os._exit(0)
         pending[pid] = (forked, demand)
         # memoryless arrivals: after the change, the next gap is drawn at the new rate
         arrival += rng.expovariate(plan.rate_per_second(0 if arrival < middle else 1))
-    _reap(pending, done, block=True)
+    reap_children(pending, done, block=True)
     with os.fdopen(write_fd, "w") as out:
         json.dump({"start": start, "middle": middle, "end": end, "jobs": done}, out)
 

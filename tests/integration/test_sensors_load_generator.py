@@ -27,6 +27,7 @@ import traceback
 
 import pytest
 
+from ghs.experiments.live_owners import burn_cpu, reap_children
 from ghs.experiments.live_owners import unused_uid as find_unused_uid
 from sensors.accounting_control import AccountingSession
 from sensors.clock import SystemClock
@@ -51,19 +52,6 @@ def unused_uid() -> int:
     return uid
 
 
-def _reap(pending: dict, done: list, block: bool) -> None:
-    while pending:
-        try:
-            pid, _, usage = os.wait4(-1, 0 if block else os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            return
-        forked, demand = pending.pop(pid)
-        done.append({"pid": pid, "forked": forked, "reaped": time.time(), "demand": demand,
-                     "cpu": usage.ru_utime + usage.ru_stime})
-
-
 def generator(uid: int, core: int, duration_seconds: float, write_fd: int) -> None:
     """Runs in a forked child: become ``uid`` on one core, fork Poisson jobs, report them."""
     os.sched_setaffinity(0, {core})
@@ -77,19 +65,17 @@ def generator(uid: int, core: int, duration_seconds: float, write_fd: int) -> No
     done: list[dict] = []
     while arrival < start + duration_seconds:
         while (wait := arrival - time.time()) > 0:
-            _reap(pending, done, block=False)
+            reap_children(pending, done, block=False)
             time.sleep(min(wait, 0.02))
         demand = rng.expovariate(1.0 / MEAN_DEMAND_SECONDS)
         forked = time.time()
         pid = os.fork()
         if pid == 0:
-            began = time.process_time()
-            while time.process_time() - began < demand:
-                pass
+            burn_cpu(demand)
             os._exit(0)
         pending[pid] = (forked, demand)
         arrival += rng.expovariate(RATE_PER_SECOND)
-    _reap(pending, done, block=True)
+    reap_children(pending, done, block=True)
     with os.fdopen(write_fd, "w") as out:
         json.dump(done, out)
 
@@ -161,7 +147,7 @@ def test_poisson_jobs_are_measured_with_accounting_and_with_the_fork_counter(tmp
     t1, t2 = with_accounting.start_time, with_accounting.end_time
     seconds = with_accounting.interval_seconds
     arrived = [job for job in jobs if t1 < job["forked"] <= t2]
-    ended = [job for job in jobs if t1 < job["reaped"] <= t2]
+    ended = [job for job in jobs if t1 < job["ended"] <= t2]
     lam_true = len(arrived) / seconds
     mean_true = statistics.fmean(job["cpu"] for job in ended)
     rho_true = sum(job["cpu"] for job in arrived) / (seconds * with_accounting.cores)
