@@ -4,24 +4,18 @@ import json
 import socket
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
 import numpy as np
 import pytest
-import zmq
 from click.testing import CliRunner
-from test_manager_parts import facts, rows
+from test_manager_parts import facts, rows, serving
 
 from ghs.cli import main
 from ghs.cli.common import config_first
 from ghs.client import Client
-from ghs.config import SchedulerConfig
 from ghs.hostfile import load_hosts
-from ghs.manager.estimates import EstimateCache
-from ghs.manager.queries import QueryService
-from ghs.manager.service import Manager
 from ghs.manager.store import ManagerStore
 from scheduler import predict
 from scheduler.simulation import simulate
@@ -174,19 +168,8 @@ def manager_endpoint(tmp_path):
     # a second day's start takes 'steady' and 'full' past 24 h; 'young' stays at 18 h
     for name, rho in (("steady", 0.2), ("full", 1.0)):
         store.add_measurements(rows(name, 2, rho=rho, first_seq=48, start=1.0e9 + 24 * HOUR))
-    context = zmq.Context()
-    queries = QueryService(EstimateCache(store), SchedulerConfig(),
-                           stale_after_seconds=600.0, clock=time.time)
-    manager = Manager(context=context, store=store, queries=queries,
-                      agent_endpoint="tcp://127.0.0.1:*")
-    stop = threading.Event()
-    thread = threading.Thread(target=manager.run, args=(stop,), daemon=True)
-    thread.start()
-    yield manager.endpoints[0]
-    stop.set()
-    thread.join(10)
-    manager.close()
-    context.term()
+    with serving(store) as (endpoint, _):
+        yield endpoint
 
 
 def test_provisional_hosts_are_marked_through_the_client_and_the_cli(manager_endpoint):

@@ -1,5 +1,6 @@
 """The manager's store, the agent's outbox, host estimates, and Client round trips."""
 
+import contextlib
 import threading
 import time
 
@@ -88,6 +89,27 @@ def test_host_states_exclude_stale_and_saturated_and_note_provisional(tmp_path):
                                                   for n in states["new"].notes)
 
 
+@contextlib.contextmanager
+def serving(store, settings=None):
+    """A real manager over ``store`` on a free loopback port, run in a thread: yields (its
+    endpoint, its ZeroMQ context), and stops it on the way out."""
+    context = zmq.Context()
+    queries = QueryService(EstimateCache(store), settings or SchedulerConfig(),
+                           stale_after_seconds=600.0, clock=time.time)
+    manager = Manager(context=context, store=store, queries=queries,
+                      agent_endpoint="tcp://127.0.0.1:*")
+    stop = threading.Event()
+    thread = threading.Thread(target=manager.run, args=(stop,), daemon=True)
+    thread.start()
+    try:
+        yield manager.endpoints[0], context
+    finally:
+        stop.set()
+        thread.join(10)
+        manager.close()
+        context.term()
+
+
 @pytest.fixture
 def running_manager(tmp_path):
     store = ManagerStore(tmp_path / "m.sqlite")
@@ -96,19 +118,8 @@ def running_manager(tmp_path):
                                 seen=time.time()))
         store.add_measurements(rows(f"h{index}", 48, rho=0.1 + 0.1 * index,
                                     lam=0.002 * (1 + index)))
-    context = zmq.Context()
-    queries = QueryService(EstimateCache(store), SchedulerConfig(),
-                           stale_after_seconds=600.0, clock=time.time)
-    manager = Manager(context=context, store=store, queries=queries,
-                      agent_endpoint="tcp://127.0.0.1:*")
-    stop = threading.Event()
-    thread = threading.Thread(target=manager.run, args=(stop,), daemon=True)
-    thread.start()
-    yield manager.endpoints[0], context
-    stop.set()
-    thread.join(10)
-    manager.close()
-    context.term()
+    with serving(store) as running:
+        yield running
 
 
 def test_client_rebuilds_the_same_prediction_and_plan(running_manager):

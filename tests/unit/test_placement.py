@@ -2,21 +2,16 @@
 schedule, the protocol's version-2 fields, the manager's per-core loads and the CLI."""
 
 import json
-import threading
 import time
 
 import msgpack
 import pytest
-import zmq
 from click.testing import CliRunner
-from test_manager_parts import facts, rows
+from test_manager_parts import facts, rows, serving
 
 from ghs.cli import main
 from ghs.client import Client
 from ghs.config import SchedulerConfig
-from ghs.manager.estimates import EstimateCache
-from ghs.manager.queries import QueryService
-from ghs.manager.service import Manager
 from ghs.manager.store import ManagerStore
 from ghs.placement import core_utilisation
 from protocol import PredictRequest, ScheduleRequest, UnknownFieldError, decode, encode
@@ -116,19 +111,8 @@ def manager(tmp_path):
     store.upsert_host(facts("duo", cores=2, seen=now))
     store.add_measurements(rows("duo", 48, rho=0.25))
     store.streams.add("duo", "capacity", capacity("duo", [0.5, 0.0]))
-    context = zmq.Context()
-    queries = QueryService(EstimateCache(store), SchedulerConfig(start_state="idle"),
-                           stale_after_seconds=600.0, clock=time.time)
-    service = Manager(context=context, store=store, queries=queries,
-                      agent_endpoint="tcp://127.0.0.1:*")
-    stop = threading.Event()
-    thread = threading.Thread(target=service.run, args=(stop,), daemon=True)
-    thread.start()
-    yield service.endpoints[0], store
-    stop.set()
-    thread.join(10)
-    service.close()
-    context.term()
+    with serving(store, SchedulerConfig(start_state="idle")) as (endpoint, _):
+        yield endpoint, store
 
 
 def test_the_manager_places_processes_and_says_so(manager):
