@@ -40,9 +40,13 @@ from ghs.adapters.tracking import RunTracker
 from ghs.config import Config, load_config
 from scheduler import Plan
 
-# times a single item may be lost with its worker before the run gives up on it
+# why an item that finished runs again: Dask keeps a result in its worker's memory until
+# collected, so a worker killed in between takes it along (the item's side effects happen twice)
+RESULT_LOST = "result lost with its worker"
+
 RESULT_TIMEOUT_SECONDS = 30.0
 """Longest wait for a finished item's result to reach the client."""
+# times a single item may be lost with its worker before the run gives up on it
 MAX_ATTEMPTS = 4
 
 
@@ -267,7 +271,7 @@ class DivisibleRun:
                 # result with it, and a future pinned to that worker never completes again
                 value = future.result(timeout=RESULT_TIMEOUT_SECONDS)
             except (TimeoutError, asyncio.TimeoutError, CancelledError):
-                self._requeue(name, [index], "result lost with its worker")
+                self._requeue(name, [index], RESULT_LOST)
                 return
             self._results[index] = value
             self._finished[index] = True
