@@ -10,6 +10,7 @@ equal).
 from __future__ import annotations
 
 import dataclasses
+import operator
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -77,9 +78,13 @@ def wire_fields(measurement: SensorMeasurement, tau: float) -> dict[str, Any]:
 def stored_rows(host_id: str, measurements: Iterable[Any], received_epoch_seconds: float
                 ) -> list[dict[str, Any]]:
     """Manager rows from protocol Measurement objects."""
+    # one C-level itemgetter call per measurement instead of a getattr per field: this runs
+    # for every stored measurement on the manager's ingest path
+    wire = operator.attrgetter(*(column.wire for column in MEASUREMENT))
+    names = tuple(column.wire for column in MEASUREMENT)
     rows = []
     for m in measurements:
-        row = {column.wire: getattr(m, column.wire) for column in MEASUREMENT}
+        row = dict(zip(names, wire(m)))
         row["host_id"] = host_id
         row["seq"] = m.seq
         row["quality"] = ",".join(m.quality or ())

@@ -43,8 +43,8 @@ from protocol import (
 
 
 def _measurement(seq: int) -> Measurement:
-    return Measurement(seq=seq, start_epoch_seconds=1.0e9 + 60 * seq,
-                       end_epoch_seconds=1.0e9 + 60 * seq + 60, lam_per_second=0.01, rho=0.2,
+    return Measurement(seq=seq, start_epoch_seconds=1.0e9 + 30 * seq,
+                       end_epoch_seconds=1.0e9 + 30 * seq + 30, lam_per_second=0.01, rho=0.2,
                        service_count=2, service_cpu_seconds_sum=3.0,
                        service_cpu_seconds_sum_squares=5.0, busy_cpu_seconds=12.0,
                        jobs_started=1, jobs_between=1, running_processes=3)

@@ -218,13 +218,21 @@ class ManagerStore:
         """Drop measurements that ended more than ``keep_seconds`` before their host's latest
         (of one host, or of all): hosts on replayed or accelerated clocks keep the same window
         as live ones."""
-        where, args = ("AND host_id = ?", [host_id]) if host_id is not None else ("", [])
-        with self.db.conn:
-            cursor = self.db.execute(
-                "DELETE FROM measurements WHERE end_epoch_seconds < (SELECT MAX(m.end_epoch_"
-                "seconds) FROM measurements m WHERE m.host_id = measurements.host_id) - ? "
-                f"{where}", [keep_seconds, *args])
-        return cursor.rowcount
+        # per host, a look-up and a range delete on the (host_id, end) index: the one-statement
+        # form with a correlated MAX per row took most of the manager's time under load
+        with self.db.conn as connection:
+            latest = connection.execute(
+                "SELECT host_id, MAX(end_epoch_seconds) FROM measurements "
+                + ("WHERE host_id = ?" if host_id is not None else "GROUP BY host_id"),
+                [host_id] if host_id is not None else []).fetchall()
+            dropped = 0
+            for host, last in latest:
+                if last is None:
+                    continue
+                dropped += connection.execute(
+                    "DELETE FROM measurements WHERE host_id = ? AND end_epoch_seconds < ?",
+                    [host, last - keep_seconds]).rowcount
+        return dropped
 
     def reported_outcomes(self, since_epoch_seconds: float = 0.0) -> list[Outcome]:
         """Completion reports of host shares of predictions served since then: (host, launch
