@@ -16,13 +16,17 @@ the full backlog), ``weighted`` (the start the station's record chose:
 default (the manager's): ``forecast`` (with ``parallel``: ``uncalibrated``, the state start a
 split needs) with its quantiles corrected by adaptive conformal
 inference (:class:`scheduler.Calibrator`, one per task length, a row per station, pooled
-prior) on this station's own earlier launches (its mean is left as the model's: scaling it
-like the median made it worse on every log tried); ``calibrated-state`` does the same to
-``weighted``. An outcome feeds the calibrator only once
-known at a later launch: when the task has finished, or (a miss) once it has run past a
-reported quantile. With ``parallel``, one task of each length is split over all stations by
-each predictor's own equal-mean view and completes with its slowest share; its calibration is
-per task length on the parallel launches themselves (the per-host laws are not recombined).
+prior) on this station's own record (its mean is left as the model's: scaling it like the
+median made it worse on every log tried); ``calibrated-state`` does the same to ``weighted``.
+As the manager does, the calibrators learn from shadow launches every hour of each station's
+record (``shadow_every``, from ``shadow_lead`` before the first scored launch), not only from
+the scored launches: with launches every 3 h a calibrator of one task length saw some 60
+outcomes in 10 days, too few for the adaptive steps to settle. An outcome feeds the
+calibrator only once known at a later hour: when the task has finished, or (a miss) once it
+has run past a reported quantile. With ``parallel``, one task of each length is split over all
+stations by each predictor's own equal-mean view and completes with its slowest share; its
+calibration is per task length on the parallel (shadow and scored) launches themselves (the
+per-host laws are not recombined).
 """
 
 from __future__ import annotations
@@ -77,6 +81,8 @@ class BacktestSettings:
     seed: int = 1
     zero_epoch_seconds: float = DEFAULT_ZERO_EPOCH_SECONDS
     end_seconds: float | None = None  # the logs are cut here (None: their own ends)
+    shadow_every_seconds: float = HOUR_SECONDS
+    shadow_lead_seconds: float = 24 * HOUR_SECONDS
 
 
 @dataclass
@@ -103,7 +109,8 @@ def _validate(stations: Sequence[Station], keys: Sequence[str], works: Sequence[
         raise BacktestError(f"task lengths must be positive seconds, got {list(works)!r}",
                             field="work", value=list(works))
     for name, value in (("start", settings.start_seconds), ("launch_every",
-                                                             settings.every_seconds)):
+                                                             settings.every_seconds),
+                        ("shadow_every", settings.shadow_every_seconds)):
         if not (value > 0 and value % HOUR_SECONDS == 0) and not (name == "start"
                                                                   and value == 0):
             raise BacktestError(f"--{name.replace('_', '-')} must be a whole number of hours, "
@@ -134,16 +141,19 @@ def run_backtest(stations: Sequence[Station], keys: Sequence[str], works: Sequen
                            settings=settings.sensor, seed=settings.seed * 1000 + k)
               for k, s in enumerate(stations)]
     run = _Run(stations, keys, traces, ends, work, settings)
+    first = settings.start_seconds - min(settings.start_seconds, settings.shadow_lead_seconds)
+    shadows = np.arange(first, ends.max(), settings.shadow_every_seconds)
+    scored = set(launches.tolist())
     try:
-        for at in launches:
+        for at in np.union1d(launches, shadows):
             knowns = [w.advance(float(at)) for w in worlds]
             run.forecasts.update(knowns)
             run.settle(float(at))
             views = [(w.estimate(), known) for w, known in zip(worlds, knowns)]
             if settings.parallel:
-                run.parallel(float(at), views)
+                run.parallel(float(at), views, scored=float(at) in scored)
             else:
-                run.single(float(at), views)
+                run.single(float(at), views, scored=float(at) in scored)
     finally:
         for w in worlds:
             w.close()
@@ -243,9 +253,12 @@ class _Run:
             means.append(predict(carried, share, DIST).mean)
         self.weight_pending.append((row, at + realised, realised, np.array(means)))
 
-    def single(self, at: float, views: list) -> None:
+    def single(self, at: float, views: list, scored: bool = True) -> None:
+        """One launch on every station; a shadow one (``scored`` False) only feeds the
+        calibrators, with the views they correct."""
         realised_all = [simulate_trace_many(trace, self.work, np.full(self.work.size, at))
                         for trace in self.traces]
+        names = MODEL_VIEWS if scored else {v: MODEL_VIEWS[v] for v in CALIBRATED.values()}
         for k, (estimate, known) in enumerate(views):
             day = day_host(self.names[k], estimate)
             backlog, _ = snapshot_backlog(known, day)
@@ -255,24 +268,28 @@ class _Run:
                 if at + realised > self.ends[k]:
                     continue
                 shares = {self.keys[k]: float(w)}
-                self._record("naive", at, float(w), shares, realised, w / (1.0 - rho), None)
-                for name, (window, start) in MODEL_VIEWS.items():
+                if scored:
+                    self._record("naive", at, float(w), shares, realised, w / (1.0 - rho),
+                                 None)
+                for name, (window, start) in names.items():
                     begin, arrivals = self._start(start, k, backlog)
                     if window == "day":
                         p = predict([day], w, DIST, backlog=[begin])
                     else:
                         p, _ = self._settled([k], [known], at, w, [begin],
                                              arrivals_only=arrivals)
-                        if start == "weighted":
+                        if start == "weighted" and scored:
                             self._score_weights(k, at, known, float(w), backlog, realised,
                                                 p.mean)
                     q = np.array([p.quantiles[level] for level in LEVELS])
-                    self._record(name, at, float(w), shares, realised, p.mean, q)
+                    if scored:
+                        self._record(name, at, float(w), shares, realised, p.mean, q)
                     for calibrated, view in CALIBRATED.items():
                         if view == name:
                             reported = self._calibrate(calibrated, k, float(w), at, realised, q)
-                            self._record(calibrated, at, float(w), shares, realised, p.mean,
-                                         reported)
+                            if scored:
+                                self._record(calibrated, at, float(w), shares, realised,
+                                             p.mean, reported)
 
     def _settled(self, rows: list[int], knowns: list, at: float, work: float,
                  backlogs: list[Backlog], shares: np.ndarray | None = None,
@@ -291,17 +308,22 @@ class _Run:
         settle_duration(mean_for, work)
         return found["p"], found["hosts"]
 
-    def parallel(self, at: float, views: list) -> None:
+    def parallel(self, at: float, views: list, scored: bool = True) -> None:
+        """One split task of each length; a shadow one (``scored`` False) only feeds the
+        calibrators, with the views they correct."""
         rows = list(range(len(views)))
+        names = MODEL_VIEWS if scored else {
+            v: MODEL_VIEWS[v] for v in PARALLEL_CALIBRATED.values()}
         knowns = [known for _, known in views]
         days = [day_host(self.names[k], e) for k, (e, _) in enumerate(views)]
         backlogs = [snapshot_backlog(known, day)[0] for known, day in zip(knowns, days)]
         free = 1.0 - np.minimum([last_utilisation(k) for k in knowns], NAIVE_MAX_UTILISATION)
         for w in self.work:
             w = float(w)
-            naive_shares = w * free / free.sum()
-            self._parallel_record("naive", at, w, naive_shares, w / free.sum(), None)
-            for name, (window, start) in MODEL_VIEWS.items():
+            if scored:
+                naive_shares = w * free / free.sum()
+                self._parallel_record("naive", at, w, naive_shares, w / free.sum(), None)
+            for name, (window, start) in names.items():
                 chosen = [self._start(start, k, b) for k, b in enumerate(backlogs)]
                 starts = [b for b, _ in chosen]
                 if window == "day":
@@ -311,28 +333,34 @@ class _Run:
                                          arrivals_only=[a for _, a in chosen])
                 q = np.array([p.quantiles[level] for level in LEVELS])
                 shares = np.asarray(p.shares)
-                realised, finish = self._parallel_record(name, at, w, shares, p.mean, q)
+                realised, finish = self._parallel_record(name, at, w, shares, p.mean, q,
+                                                         keep=scored)
                 if realised is None:
                     continue
-                if start == "weighted":
+                if start == "weighted" and scored:
                     for k in np.nonzero(shares > 0)[0]:
                         self._score_weights(int(k), at, knowns[k], float(shares[k]),
                                             backlogs[k], finish[k], p.mean)
                 for calibrated, view in PARALLEL_CALIBRATED.items():
                     if view == name:
                         reported = self._calibrate(calibrated, 0, w, at, realised, q)
-                        self._parallel_record(calibrated, at, w, shares, p.mean, reported)
+                        if scored:
+                            self._parallel_record(calibrated, at, w, shares, p.mean,
+                                                  reported)
 
     def _parallel_record(self, predictor: str, at: float, work: float, shares: np.ndarray,
-                         mean: float, quantiles: np.ndarray | None
+                         mean: float, quantiles: np.ndarray | None, keep: bool = True
                          ) -> tuple[float | None, list[float]]:
-        """Record the launch if every share finishes inside its log: (realised seconds of the
-        slowest share, each share's seconds), or (None, ...) when one does not."""
+        """Record the launch (with ``keep``) if every share finishes inside its log: (realised
+        seconds of the slowest share, each share's seconds), or (None, ...) when one does
+        not."""
         finish = [float(simulate_trace_many(trace, share, at)) if share > 0 else 0.0
                   for trace, share in zip(self.traces, shares)]
         if any(at + f > end for f, end, share in zip(finish, self.ends, shares) if share > 0):
             return None, finish
         realised = max(finish)
+        if not keep:
+            return realised, finish
         self._record(predictor, at, work, {key: float(s) for key, s in zip(self.keys, shares)},
                      realised, mean, quantiles)
         return realised, finish
