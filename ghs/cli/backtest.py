@@ -31,6 +31,9 @@ from ghs.cli.common import (
 @click.option("--start", type=DURATION, default=None,
               help="First launch on the log's clock (whole hours; default 48h), or with "
                    "--manager after each host's first shadow launch (default 0).")
+@click.option("--shadow-every", type=DURATION, default=None,
+              help="With --trace: how often the calibrators learn from a shadow launch of "
+                   "each station's record (whole hours; default 1h, as a manager does).")
 @click.option("--end", type=DURATION, default=None,
               help="Cut the logs at this log time (default: their own ends).")
 @click.option("--parallel", is_flag=True,
@@ -45,13 +48,15 @@ from ghs.cli.common import (
 @timeout_option
 @json_option
 @click.pass_context
-def backtest(ctx, endpoint, hosts, traces, works, launch_every, start, end, parallel,
-             stations, utilisation, seed, plot_path, timeout, as_json):
+def backtest(ctx, endpoint, hosts, traces, works, launch_every, start, shadow_every, end,
+             parallel, stations, utilisation, seed, plot_path, timeout, as_json):
     """Score the predictors at past launches of replayed workstations (coverage, error)."""
     if bool(endpoint) == bool(traces):
         raise click.UsageError("give --manager EP or --trace FILE, not both")
     if hosts and not endpoint:
         raise click.UsageError("--host goes with --manager")
+    if shadow_every is not None and endpoint:
+        raise click.UsageError("--shadow-every goes with --trace (a manager's are hourly)")
     if endpoint:
         from ghs.backtest.view import plot_backtest, show_backtest
         from ghs.remote import open_client
@@ -80,7 +85,8 @@ def backtest(ctx, endpoint, hosts, traces, works, launch_every, start, end, para
         raise click.UsageError("each --trace file may be given once")
     settings = BacktestSettings(start_seconds=start, every_seconds=launch_every,
                                 parallel=parallel, sensor=config.sensor, seed=seed,
-                                end_seconds=end)
+                                end_seconds=end, shadow_every_seconds=(
+                                    3600.0 if shadow_every is None else shadow_every))
     result = run_backtest(found, keys, list(works), settings)
     _render(result, plot_path, as_json, show_backtest, plot_backtest)
 
