@@ -27,6 +27,13 @@ for the window just completed is compared with the window's realised mean, for w
 ``WINDOW_CLASSES_BINS``; the recent error of each (host, length, forecaster) is an exponentially
 weighted mean absolute error. A query of length L uses the nearest length class and answers
 with the forecaster of lowest recent error (the 24-hour average before any score exists).
+
+Every forecaster's answer is held within the range of the means this host's series has shown
+over windows of the same length class in its history (``profile_days``, the latest bins
+included): a forecaster that extrapolates one saturated hour over a whole day (``last_hour``,
+``tendency``) otherwise predicts a load the host has never sustained, and the completion time
+w / (1 - rho) of such a window is off by tens of times. A host whose load really rises for
+longer widens its own range within one window length.
 Every forecast uses only bins completed before the moment it is made.
 """
 
@@ -49,7 +56,8 @@ _PENDING_SLOTS = WINDOW_CLASSES_BINS[-1] + 1
 _DAY_AVG, _LAST, _HOD, _HOW, _KALMAN, _TENDENCY = range(len(FORECASTERS))
 _STATE_FIELDS = ("next_bin", "ring", "last_value", "max_value", "level", "level_var",
                  "diff_sq", "diff_lag", "last_diff", "diff_count", "step_up", "step_down",
-                 "direction", "pending", "error_sum", "error_weight", "scored")
+                 "direction", "pending", "error_sum", "error_weight", "scored", "window_low",
+                 "window_high")
 
 
 @dataclass(frozen=True)
@@ -137,6 +145,9 @@ class ForecastBank(RowState):
         self.error_sum = np.zeros((n, classes, forecasters))
         self.error_weight = np.zeros((n, classes, forecasters))
         self.scored = np.zeros((n, classes), dtype=np.int64)
+        # per length class, the lowest and highest window mean in the history (NaN: none)
+        self.window_low = np.full((n, classes), np.nan)
+        self.window_high = np.full((n, classes), np.nan)
 
     def bin_of(self, epoch_seconds: Any) -> np.ndarray:
         """The bin index holding each time (epoch seconds)."""
@@ -168,6 +179,7 @@ class ForecastBank(RowState):
         self.ring[idx, bins % h] = y
         self.next_bin[idx] = bins + 1
         self.max_value[idx] = np.fmax(self.max_value[idx], y)
+        self._window_range(idx, bins)
         self._score(idx, bins)
         self._store_forecasts(idx, bins + 1)
 
@@ -200,6 +212,9 @@ class ForecastBank(RowState):
         length = duration_seconds / bs
         c = int(np.argmin(np.abs(np.log(np.asarray(WINDOW_CLASSES_BINS)) - math.log(
             max(length, 1.0)))))
+        low, high = self.window_low[idx, c], self.window_high[idx, c]
+        values = np.clip(values, np.where(np.isfinite(low), low, -np.inf)[:, None],
+                         np.where(np.isfinite(high), high, np.inf)[:, None])
         errors = self._recent_errors(idx)[:, c, :]
         chosen = _choose(errors)
         rows = np.arange(idx.size)
@@ -313,6 +328,27 @@ class ForecastBank(RowState):
         self.error_weight[idx] = np.where(ok, decay * self.error_weight[idx] + 1.0,
                                           self.error_weight[idx])
         self.scored[idx] += ok.any(axis=2)
+
+    def _window_range(self, idx: np.ndarray, pushed: np.ndarray) -> None:
+        """Lowest and highest mean over windows of each length class within the history; a
+        window counts when at least half its bins hold data."""
+        h = self.settings.history_bins
+        back = pushed[:, None] - np.arange(h)[None, :]
+        recent = self.ring[idx[:, None], back % h]
+        seen = np.isfinite(recent)
+        zero = np.zeros((idx.size, 1))
+        total = np.concatenate([zero, np.cumsum(np.where(seen, recent, 0.0), axis=1)], axis=1)
+        count = np.concatenate([zero, np.cumsum(seen, axis=1)], axis=1)
+        for c, length in enumerate(WINDOW_CLASSES_BINS):
+            n = count[:, length:] - count[:, :-length]
+            ok = 2 * n >= length
+            mean = np.divide(total[:, length:] - total[:, :-length], n,
+                             out=np.zeros(n.shape), where=ok)
+            any_ok = ok.any(axis=1)
+            self.window_low[idx, c] = np.where(
+                any_ok, np.min(np.where(ok, mean, np.inf), axis=1), np.nan)
+            self.window_high[idx, c] = np.where(
+                any_ok, np.max(np.where(ok, mean, -np.inf), axis=1), np.nan)
 
     def _store_forecasts(self, idx: np.ndarray, boundary: np.ndarray) -> None:
         lengths = np.asarray(WINDOW_CLASSES_BINS)

@@ -92,6 +92,33 @@ def test_selector_follows_a_change_of_regime():
             * 1.1)
 
 
+def test_a_forecast_stays_within_the_window_means_the_host_has_shown():
+    """One saturated hour after a week of light load: last_hour and tendency would hold it for
+    the whole 8-hour window; the answer is capped at the highest 8-hour mean of the history,
+    which the walk below computes by itself, while a 1-hour window may still see the hour."""
+    rng = np.random.default_rng(4)
+    series = np.clip(0.2 + rng.normal(0, 0.03, 8 * 24), 0, 1)
+    series[30:33] = 0.9  # one 3-hour burst long ago
+    series[-1] = 1.0
+    bank = ForecastBank(1)
+    for k, value in enumerate(series):
+        bank.push([0], FIRST_BIN + k, [value])
+    launch = (FIRST_BIN + series.size) * HOUR
+    eight = bank.forecast([0], launch, 8 * HOUR)
+    history = series[-bank.settings.history_bins:]
+    highest = max(history[i:i + 8].mean() for i in range(history.size - 7))
+    assert highest < 0.5  # the premise: no 8-hour window was ever near saturation
+    assert eight.values[0].max() == pytest.approx(highest)
+    assert eight.values[0, FORECASTERS.index("last_hour")] == pytest.approx(highest)
+    one = bank.forecast([0], launch, HOUR)
+    assert one.values[0, FORECASTERS.index("last_hour")] == pytest.approx(1.0)
+    # the range follows the host: after 8 more saturated hours an 8-hour window may be full
+    for k in range(8):
+        bank.push([0], FIRST_BIN + series.size + k, [1.0])
+    later = bank.forecast([0], launch + 8 * HOUR, 8 * HOUR)
+    assert later.values[0, FORECASTERS.index("last_hour")] == pytest.approx(1.0)
+
+
 def test_irregular_samples_with_a_gap_bin_and_forecast():
     rng = np.random.default_rng(4)
     start = FIRST_BIN * HOUR
