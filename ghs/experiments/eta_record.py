@@ -3,8 +3,8 @@
 The manager serves an ETA with each host's quantile factors (``ghs.manager.calibration``):
 adaptive conformal calibrators (:class:`scheduler.Calibrator`, one per task length, a row per
 host, a pooled prior) fed with shadow launches on the host's own record. This module gives the
-eta-coverage experiment the same thing from a station's job stream: every ``every_seconds`` a
-shadow launch of a single-host task of each length in ``LENGTHS_SECONDS`` (dedicated seconds)
+eta-coverage experiment the same thing from a station's job stream: at each given launch time a
+shadow launch of a single-host task of each length (``LENGTHS_SECONDS``, dedicated seconds)
 is predicted the way the ETA predicts (the station's parameters and demand template of the
 24 hours before, the jobs present with their ages) and its realised time is read off the same
 one-core FCFS queue the stops run on (:mod:`scheduler.stops`). An outcome reaches the
@@ -41,7 +41,8 @@ LENGTHS_SECONDS = (900.0, 3600.0, 4 * 3600.0, 16 * 3600.0)
 HOUR_SECONDS = 3600.0
 DIST = "lognormal"
 
-# (station index, launch time in seconds) -> (the station's Host then, its Backlog then)
+# (station index, launch time in seconds, CPU seconds used by the jobs present then)
+#   -> (the station's Host then, its Backlog then)
 StateAt = Callable[[int, float, np.ndarray], tuple[Host, Backlog]]
 
 
