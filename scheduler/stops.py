@@ -119,6 +119,15 @@ def stop_runs(hosts: Sequence[Host], shares: Sequence[float],
     return Stops(share, stop, done, np.maximum(remaining.max(axis=1), 0.0), jobs)
 
 
+def queue_of(arrivals: np.ndarray, demands: np.ndarray) -> _Queue:
+    """One core's FCFS local queue over every run, from (runs, jobs) arrival times (seconds
+    from each run's time 0, +inf pads) and CPU demands: ``time_of_idle(level)`` (when the core
+    has been free ``level`` seconds after time 0, where a share started then ends),
+    ``idle_by(at)`` and ``present(run, at)`` (ages and true remaining demands of the jobs
+    there)."""
+    return _Queue(arrivals, demands)
+
+
 def _done(queues: list[_Queue], share: np.ndarray, taus: np.ndarray,
           at: np.ndarray) -> np.ndarray:
     return np.column_stack([np.clip(taus[k] * q.idle_by(at), 0.0, share[k]) if share[k] > 0

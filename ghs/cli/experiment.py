@@ -216,13 +216,16 @@ def sampling_cost(ctx, size, seed, plot_path, as_json):
 @click.option("--seed", type=int, default=7, show_default=True, help="Random seed.")
 @click.option("--trace", "trace_paths", type=click.Path(dir_okay=False), multiple=True,
               help="Also a trace family from this SWF or CSV log (repeatable).")
+@click.option("--uncalibrated", is_flag=True,
+              help="The model's own quantiles, without each host's record-based calibration.")
 @json_option
-def eta_coverage(size, seed, trace_paths, as_json):
+def eta_coverage(size, seed, trace_paths, uncalibrated, as_json):
     """How often the ETA's p50/p90/p95 cover tasks stopped at 10%, 50% and 90%."""
     from ghs.experiments import eta_coverage as study
     from ghs.traces import read_log
 
-    result = study.run(size, seed, logs=[read_log(path) for path in trace_paths])
+    result = study.run(size, seed, logs=[read_log(path) for path in trace_paths],
+                       calibrated=not uncalibrated)
     if as_json:
         emit_json(result)
     else:

@@ -1,8 +1,9 @@
 """The remaining-time law against the simulator: tasks over three hosts stopped at 10%, 50%
-and 90% of their work; the predictor knows each host's parameters, each share's progress and
-the local jobs present with their ages (never their true remaining demands). Its p90 must
-cover 85-95% of the simulated continuations, on Poisson hosts and on a real log's
-workstations."""
+and 90% of their work; the predictor knows each host's parameters, each share's progress,
+the local jobs present with their ages (never their true remaining demands) and each host's
+calibration from its own record before the stop. Its p90 must cover 85-95% of the simulated
+continuations, on Poisson hosts and on real logs' workstations (KTH, and HPC2N, whose bursts
+the uncalibrated model missed)."""
 
 from __future__ import annotations
 
@@ -20,11 +21,17 @@ SHARED_TRACES = Path(__file__).resolve().parents[2].parent / "shared" / "data" /
 RUNS = 400  # per stop fraction: the p90 coverage's standard error is 1.5 points
 
 
-def _check(rows):
+def _check(rows, atom_heavy: bool = False):
     assert [row["fraction"] for row in rows] == [0.1, 0.5, 0.9]
     for row in rows:
-        assert 0.85 <= row["p90"] <= 0.95, row
-        assert row["p50"] < row["p90"] <= row["p95"], row
+        assert row["p50"] <= row["p90"] <= row["p95"], row
+        if atom_heavy and row["uninterrupted"] >= 0.9:
+            # 90% of the continuations ran exactly their dedicated time, which no quantile
+            # can be below: any p90 covers those, so 95% is out of reach of even a
+            # calibrated law (its p90 covers its atom's mass); it may cover few others
+            assert 0.85 <= row["p90"] <= row["uninterrupted"] + 0.05, row
+        else:
+            assert 0.85 <= row["p90"] <= 0.95, row
 
 
 def test_eta_p90_covers_poisson_continuations():
@@ -36,3 +43,10 @@ def test_eta_p90_covers_poisson_continuations():
 def test_eta_p90_covers_trace_continuations():
     _check(trace_family(read_log(SHARED_TRACES / "KTH-SP2.swf"), RUNS,
                         np.random.default_rng(12)))
+
+
+@pytest.mark.skipif(not (SHARED_TRACES / "hpc2n.swf").exists(),
+                    reason="the shared HPC2N log is not present")
+def test_eta_p90_covers_bursty_trace_continuations():
+    _check(trace_family(read_log(SHARED_TRACES / "hpc2n.swf"), RUNS,
+                        np.random.default_rng(13)), atom_heavy=True)
