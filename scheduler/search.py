@@ -84,26 +84,54 @@ def near_optimal(evaluator: SetEvaluator, exact: Callable[[SetEvaluator], list[i
     # speed, the slowest member sets the pace and the scores beside everyone see only it).
     # A small pool's first sizes are a coarse grid: the rounds try every size near the best.
     everyone = np.arange(m)
-    orderings = np.stack([np.argsort(_damage_per_share(evaluator, everyone), kind="stable"),
-                          everyone])
+    orderings = np.argsort(_damage_per_share(evaluator, everyone), kind="stable")[None, :]
+    if evaluator.partition != "equal-mean":
+        orderings = np.concatenate([orderings, everyone[None, :]])
     chosen, value = _best_prefix(evaluator, orderings, _sizes(m, None), m > _ALL_PREFIXES)
+    # sets already scored (sorted members -> criterion): a later round's neighbours
+    # overlap the earlier ones', and the set it starts from is among them
+    seen = {chosen.tobytes(): value}
+    ratio = None
     for _ in range(_MAX_ROUNDS):
-        sets, valid = _neighbours(evaluator, chosen)
-        values = evaluator.dense(sets, valid, _SEARCH_TOL)
+        if ratio is None:
+            ratio = _damage_per_share(evaluator, chosen)
+        sets, valid = _neighbours(evaluator, chosen, ratio)
+        values = _scored(evaluator, sets, valid, seen)
         index = int(np.argmin(values))
         gain = _GAIN if sets.shape[1] <= _ALL_PREFIXES else _WIDE_GAIN
         if values[index] >= value * (1 - gain):
             break
-        chosen, value = np.sort(sets[index][valid[index]]), float(values[index])
+        step = np.sort(sets[index][valid[index]])
+        # after a single move the scores beside the old set still rank the hosts (one host
+        # moves each score by little); a new prefix is scored afresh
+        moved = len(np.setxor1d(step, chosen, assume_unique=True))
+        chosen, value = step, float(values[index])
+        if moved > 2:
+            ratio = None
     return [int(i) for i in chosen]
 
 
-def _neighbours(evaluator: SetEvaluator, chosen: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _scored(evaluator: SetEvaluator, sets: np.ndarray, valid: np.ndarray,
+            seen: dict[bytes, float]) -> np.ndarray:
+    """Criteria of the padded ``sets``, scoring only those not in ``seen`` (updated)."""
+    keys = [np.sort(row[mask]).tobytes() for row, mask in zip(sets, valid)]
+    first: dict[bytes, int] = {}
+    for i, key in enumerate(keys):
+        first.setdefault(key, i)
+    fresh = [i for key, i in first.items() if key not in seen]
+    if fresh:
+        seen.update(zip((keys[i] for i in fresh),
+                        evaluator.dense(sets[fresh], valid[fresh], _SEARCH_TOL)))
+    return np.array([seen[key] for key in keys])
+
+
+def _neighbours(evaluator: SetEvaluator, chosen: np.ndarray, ratio: np.ndarray
+                ) -> tuple[np.ndarray, np.ndarray]:
     """One round's candidate sets, padded to one width with a validity mask: the prefixes
-    near the current size of the hosts re-sorted by their score beside ``chosen``, and the
-    single moves among the worst-scored members and best-scored outsiders."""
+    near the current size of the hosts re-sorted by their ``ratio`` (score beside
+    ``chosen``), and the single moves among the worst-scored members and best-scored
+    outsiders."""
     m = len(evaluator.arrays.lam)
-    ratio = _damage_per_share(evaluator, chosen)
     ordering = np.argsort(ratio, kind="stable")
     sizes = _sizes(m, len(chosen))
     width = max(int(sizes[-1]), len(chosen) + 1)
