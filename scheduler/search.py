@@ -84,14 +84,17 @@ def near_optimal(evaluator: SetEvaluator, exact: Callable[[SetEvaluator], list[i
     # speed, the slowest member sets the pace and the scores beside everyone see only it).
     # A small pool's first sizes are a coarse grid: the rounds try every size near the best.
     everyone = np.arange(m)
-    orderings = np.argsort(_damage_per_share(evaluator, everyone), kind="stable")[None, :]
+    beside_everyone = _damage_per_share(evaluator, everyone)
+    orderings = np.argsort(beside_everyone, kind="stable")[None, :]
     if evaluator.partition != "equal-mean":
         orderings = np.concatenate([orderings, everyone[None, :]])
     chosen, value = _best_prefix(evaluator, orderings, _sizes(m, None), m > _ALL_PREFIXES)
     # sets already scored (sorted members -> criterion): a later round's neighbours
     # overlap the earlier ones', and the set it starts from is among them
     seen = {chosen.tobytes(): value}
-    ratio = None
+    # the first round's moves rank hosts by the scores beside everyone (the set is one of
+    # their prefixes); a round that moves to a new prefix scores them afresh
+    ratio = beside_everyone if len(orderings) == 1 else None
     for _ in range(_MAX_ROUNDS):
         if ratio is None:
             ratio = _damage_per_share(evaluator, chosen)
