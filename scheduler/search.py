@@ -88,10 +88,11 @@ def near_optimal(evaluator: SetEvaluator, exact: Callable[[SetEvaluator], list[i
     orderings = np.argsort(beside_everyone, kind="stable")[None, :]
     if evaluator.partition != "equal-mean":
         orderings = np.concatenate([orderings, everyone[None, :]])
-    chosen, value = _best_prefix(evaluator, orderings, _sizes(m, None), m > _ALL_PREFIXES)
-    # sets already scored (sorted members -> criterion): a later round's neighbours
-    # overlap the earlier ones', and the set it starts from is among them
-    seen = {chosen.tobytes(): value}
+    # sets already scored (sorted members -> criterion): a round's neighbours overlap the
+    # first prefixes and the earlier rounds' sets
+    seen: dict[bytes, float] = {}
+    chosen, value = _best_prefix(evaluator, orderings, _sizes(m, None), m > _ALL_PREFIXES,
+                                 seen)
     # in a small pool the first round's moves rank hosts by the scores beside everyone (the
     # set is one of their prefixes); a large set's scores beside itself differ (2-8% worse
     # sets at 1,000-10,000 hosts without them), as after a round that moves to a new prefix
@@ -163,13 +164,16 @@ def _sizes(m: int, near: int | None) -> np.ndarray:
 
 
 def _best_prefix(evaluator: SetEvaluator, orderings: np.ndarray, sizes: np.ndarray,
-                 refine: bool) -> tuple[np.ndarray, float]:
+                 refine: bool, seen: dict[bytes, float]) -> tuple[np.ndarray, float]:
     """The best prefix of any of the (R, m) ``orderings`` among ``sizes`` (with ``refine``,
     refined on the best ordering between the neighbours of its best size until every size
     there is tried): (members, criterion)."""
     best_value, best_set = np.inf, orderings[0, :1]
     while True:
         values = _prefix_criteria(evaluator, orderings, sizes)  # (R, sizes)
+        for row, ordering in enumerate(orderings):
+            seen.update((np.sort(ordering[:size]).tobytes(), float(value))
+                        for size, value in zip(sizes, values[row]))
         row, column = (int(i) for i in np.unravel_index(int(np.argmin(values)), values.shape))
         if values[row, column] < best_value:
             best_value = float(values[row, column])
@@ -220,7 +224,7 @@ def _damage_per_share(evaluator: SetEvaluator, chosen: np.ndarray) -> np.ndarray
     with np.errstate(invalid="ignore"):
         others = np.exp(np.minimum(np.where(member[None, :], log_set[:, None] - log_host,
                                             log_set[:, None]), 0.0))
-    others = np.nan_to_num(others, nan=0.0)
+    others[np.isnan(others)] = 0.0  # -inf - -inf: a member that cannot have finished
     running = -np.expm1(log_host)
     # trapezoid weights on the grid, for integrals of f and of 2x f
     step = np.diff(grid)
