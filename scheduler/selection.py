@@ -178,7 +178,8 @@ def schedule(hosts: Sequence[Host], work: float, method: str = "auto",
 
 
 class SetEvaluator:
-    """Criterion E[T] + std[T] of machine sets over one candidate list, with a cache."""
+    """Criterion E[T] + std[T] of machine sets over one candidate list, with a cache; with a
+    ``calibration`` (and the candidates' ``names``), of the calibrated law."""
 
     def __init__(self, arrays: HostArrays, work: float, dist: str, partition: str,
                  calibration: SelectionCalibration | None = None,
