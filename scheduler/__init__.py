@@ -33,6 +33,7 @@ _EXPORTS = {
     "Exclusion": "scheduler.selection",
     "Plan": "scheduler.selection",
     "schedule": "scheduler.selection",
+    "SelectionCalibration": "scheduler.calibrated_selection",
     "SimulationResult": "scheduler.simulation",
     "simulate": "scheduler.simulation",
 }
@@ -50,6 +51,7 @@ __all__ = [
     "Plan",
     "Prediction",
     "SchedulerError",
+    "SelectionCalibration",
     "SimulationResult",
     "TooManyHostsError",
     "TwoMomentDemand",

@@ -22,6 +22,8 @@ def optimal(evaluator: SetEvaluator, set_tol: float) -> list[int]:
     relative accuracy of each set's criterion, kept as slack so a tie is never pruned.
     """
     m = len(evaluator.arrays.lam)
+    if evaluator.calibration is not None:
+        return _every_subset(evaluator)
     # a good incumbent first: every prefix
     prefix_sizes = [range(size) for size in range(1, m + 1)]
     prefix_values = evaluator.criteria(prefix_sizes)
@@ -43,6 +45,20 @@ def optimal(evaluator: SetEvaluator, set_tol: float) -> list[int]:
             if values[index] < best_value:
                 best_value = float(values[index])
                 best_set = [int(i) for i in members[index]]
+    return best_set
+
+
+def _every_subset(evaluator: SetEvaluator) -> list[int]:
+    """The minimum over every non-empty subset, each scored (the calibrated law has no
+    bounds of its own here)."""
+    m = len(evaluator.arrays.lam)
+    best_value, best_set = np.inf, [0]
+    for size in range(1, m + 1):
+        for members in _combinations_chunks(m, size, 4096):
+            values = evaluator.dense(members)
+            index = int(np.argmin(values))
+            if values[index] < best_value:
+                best_value, best_set = float(values[index]), [int(i) for i in members[index]]
     return best_set
 
 

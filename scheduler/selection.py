@@ -14,6 +14,11 @@ import numpy as np
 from scheduler import backlog as backlog_laws
 from scheduler import completion
 from scheduler.backlog import Backlog
+from scheduler.calibrated_selection import (
+    SelectionCalibration,
+    calibrated_moments,
+    nearest_factors,
+)
 from scheduler.choices import METHODS
 from scheduler.errors import InvalidArgumentError, NoUsableHostsError, TooManyHostsError
 from scheduler.exact import optimal
@@ -21,10 +26,22 @@ from scheduler.hosts import Host, HostArrays
 from scheduler.model import DEFAULT_DIST, Servers, build_servers, distribution_codes
 from scheduler.partitioning import _partition, check_partition, check_work, whole_units
 from scheduler.placement import ProcessCounts, with_processes
-from scheduler.prediction import Prediction, _predict, check_dist, check_hosts, host_arrays
+from scheduler.prediction import (
+    MIXTURE_MAX_COMPONENTS,
+    Prediction,
+    _predict,
+    check_dist,
+    check_hosts,
+    host_arrays,
+)
 from scheduler.search import EXACT_MAX_HOSTS, near_optimal
 
 SET_TOL = 1e-5
+# the model moments under a calibrated criterion: its spread is a small difference of second
+# moments, and at this tolerance it was within 4e-5 of the served law's (at 1e-2: 2e-2)
+_CALIBRATED_TOL = 1e-4
+# with a calibration, ``optimal`` scores every subset: 2^14 sets take seconds
+CALIBRATED_OPTIMAL_MAX_HOSTS = 14
 _CHUNK = 4096
 # prefix scans every prefix up to this many hosts, and a coarse grid plus refinement beyond
 _PREFIX_EXHAUSTIVE = 256
@@ -87,7 +104,8 @@ def schedule(hosts: Sequence[Host], work: float, method: str = "auto",
              excluded: Sequence[Exclusion] = (),
              clock: Callable[[], float] = time.perf_counter,
              backlog: Sequence[Backlog] | Mapping[str, Backlog] | None = None,
-             processes_per_host: ProcessCounts = None) -> Plan:
+             processes_per_host: ProcessCounts = None,
+             calibration: SelectionCalibration | None = None) -> Plan:
     """Choose the hosts minimising E[T] (1 + CoV) for ``work`` reference-CPU-seconds.
 
     ``method``: ``auto`` (exact up to 8 candidates, else a search within 1% of the optimum
@@ -97,7 +115,12 @@ def schedule(hosts: Sequence[Host], work: float, method: str = "auto",
     ``excluded`` lists hosts the caller already dropped (e.g. saturated ones read from a host
     file); they are reported with the plan. ``clock`` times the selection. ``backlog`` is the
     state at launch as in ``predict`` (the candidates are still ordered by capacity).
-    ``processes_per_host``: as in ``predict``.
+    ``processes_per_host``: as in ``predict``. ``calibration``: per-host quantile factors;
+    sets are then ranked by the calibrated law's mean + std (what ``calibrated_prediction``
+    serves, see scheduler.calibrated_selection); the plan's prediction stays the model's, to
+    be calibrated with the chosen hosts' factors. ``optimal`` then scores every subset (the
+    model's pruning bounds do not hold for the calibrated law), up to
+    ``CALIBRATED_OPTIMAL_MAX_HOSTS`` candidates.
     """
     started = clock()
     hosts = with_processes(check_hosts(hosts), processes_per_host)
@@ -118,6 +141,8 @@ def schedule(hosts: Sequence[Host], work: float, method: str = "auto",
         raise NoUsableHostsError(
             f"no usable hosts: all {len(hosts) + len(excluded)} are at or above rho_max "
             f"{rho_max:g}", excluded=tuple(dropped))
+    if calibration is not None:
+        max_optimal_hosts = min(max_optimal_hosts, CALIBRATED_OPTIMAL_MAX_HOSTS)
     if method == "optimal" and len(kept) > max_optimal_hosts:
         raise TooManyHostsError(
             f"optimal selection over {len(kept)} hosts would evaluate 2^{len(kept)} sets; "
@@ -126,7 +151,8 @@ def schedule(hosts: Sequence[Host], work: float, method: str = "auto",
     # Order by (1 - rho) tau capacity, the paper's priority; ties keep the given order.
     order = sorted(range(len(kept)), key=lambda i: -kept[i].capacity)
     ordered = [kept[i] for i in order]
-    evaluator = SetEvaluator(_arrays(ordered, states), work, dist, partition)
+    evaluator = SetEvaluator(_arrays(ordered, states), work, dist, partition, calibration,
+                             [host.name for host in ordered])
     if method == "heuristic":
         chosen = _heuristic(evaluator, ordered, work, task_ratio)
     elif method == "prefix":
@@ -152,13 +178,23 @@ def schedule(hosts: Sequence[Host], work: float, method: str = "auto",
 
 
 class SetEvaluator:
-    """Criterion E[T] + std[T] of machine sets over one candidate list, with a cache."""
+    """Criterion E[T] + std[T] of machine sets over one candidate list, with a cache; with a
+    ``calibration`` (and the candidates' ``names``), of the calibrated law."""
 
-    def __init__(self, arrays: HostArrays, work: float, dist: str, partition: str) -> None:
+    def __init__(self, arrays: HostArrays, work: float, dist: str, partition: str,
+                 calibration: SelectionCalibration | None = None,
+                 names: Sequence[str] = ()) -> None:
         self.arrays = arrays
         self.work = work
         self.partition = partition
         self.codes = distribution_codes(dist, arrays.rho)
+        self.calibration = calibration
+        # (candidates, lengths, levels) factors, in the candidates' order
+        self.factor_table = None if calibration is None else calibration.table(names)
+        # the calibrated law maps each host's quantiles, which a moment fit of the backlog
+        # mixture moves: use the exact mixture where ``predict`` would
+        self._mixture = arrays.backlog is not None and arrays.backlog.spread_atoms(
+            np.ones(len(arrays.lam), dtype=bool)) <= MIXTURE_MAX_COMPONENTS
         self.evaluations = 0
         self._cache: dict[tuple[int, ...], float] = {}
 
@@ -184,17 +220,41 @@ class SetEvaluator:
         out = np.empty(len(members))
         for start in range(0, len(members), _CHUNK):
             block = slice(start, start + _CHUNK)
-            servers = self.servers(members[block], None if valid is None else valid[block])
-            mean, var, _ = completion.moments(servers, rel_tol)
+            sub, shares, servers = self._laws(members[block],
+                                              None if valid is None else valid[block])
+            if self.calibration is None:
+                mean, var, _ = completion.moments(servers, rel_tol)
+            else:
+                mean, var = self._calibrated(members[block], sub, shares, servers, rel_tol)
             out[block] = mean + np.sqrt(var)
         self.evaluations += len(members)
         return out
 
     def servers(self, members: np.ndarray, valid: np.ndarray | None = None):
+        return self._laws(members, valid)[2]
+
+    def _laws(self, members: np.ndarray, valid: np.ndarray | None
+              ) -> tuple[HostArrays, np.ndarray, Any]:
+        """The sets' hosts, their shares and their servers."""
         sub = _gather(self.arrays, members)
         mask = np.ones(members.shape, bool) if valid is None else valid
         shares = _partition(sub, self.work, self.partition, mask)
-        return build_servers(sub, shares, self.codes[members])
+        return sub, shares, build_servers(sub, shares, self.codes[members])
+
+    def _calibrated(self, members: np.ndarray, sub: HostArrays, shares: np.ndarray,
+                    servers: Any, rel_tol: float) -> tuple[np.ndarray, np.ndarray]:
+        """The calibrated law's (mean, variance) of the sets, from the model's."""
+        assert self.calibration is not None and self.factor_table is not None
+        dedicated = shares / (sub.processes * sub.tau)
+        factors = nearest_factors(self.factor_table[members],
+                                  np.asarray(self.calibration.lengths_seconds), dedicated)
+        factors = np.where(shares[..., None] > 0, factors, 1.0)
+        if self._mixture:
+            # the model's moments must be the served (exact mixture) law's, not the fit's
+            servers = build_servers(sub, shares, self.codes[members], mixture=True)
+        mean, var, _ = completion.moments(servers, min(rel_tol, _CALIBRATED_TOL))
+        return calibrated_moments(servers, np.where(shares > 0, dedicated, 0.0), factors,
+                                  np.asarray(self.calibration.levels), mean, var)
 
     def every_host_servers(self, members: np.ndarray) -> Servers:
         """Each candidate's law at the share it would get if it joined (or stayed in) the

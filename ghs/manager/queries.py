@@ -30,6 +30,7 @@ from protocol import (
 )
 from scheduler import Backlog, Host, Prediction, predict, schedule
 from scheduler.calibrated import calibrated_prediction
+from scheduler.calibrated_selection import SelectionCalibration
 from scheduler.eta import remaining
 from scheduler.selection import Exclusion
 
@@ -122,9 +123,7 @@ class QueryService:
         each host's backlog when it is split over several (the split must see which hosts
         are busy now); the back-tests chose both."""
         starts_in = backlogs or [Backlog.steady_state()] * len(chosen)
-        mode = self.settings.start_choice
-        if mode == "auto":
-            mode = "carried" if len(chosen) == 1 else "state"
+        mode = self._start_mode(len(chosen))
         tracks = []
         for host in chosen:
             self._top_up(host.name, host.cores)
@@ -152,6 +151,22 @@ class QueryService:
         else:
             result = calibrated
         return result, hosts, starts, described
+
+    def _start_mode(self, hosts: int) -> str:
+        mode = self.settings.start_choice
+        if mode == "auto":
+            mode = "carried" if hosts == 1 else "state"
+        return mode
+
+    def _selection_calibration(self, hosts: Sequence[Host]) -> SelectionCalibration:
+        """Each host's factors at every calibrated task length, for selection to rank sets by
+        the calibrated law served (the view and rule ``_calibrated_view`` applies after)."""
+        tracks = [self.calibration.track(h.name, h.cores) for h in hosts]
+        mode = self._start_mode(len(hosts))
+        lengths = [float(length) for length in self.calibration.lengths]
+        table = np.stack([self.calibration.factors(tracks, [length] * len(hosts), mode)[0]
+                          for length in lengths], axis=1)
+        return SelectionCalibration(tuple(lengths), dict(zip((h.name for h in hosts), table)))
 
     def backlogs(self, hosts: Sequence[Host]) -> tuple[list[Backlog] | None,
                                                       dict[str, dict[str, Any]]]:
@@ -307,13 +322,15 @@ class QueryService:
         def plan_for(candidates: Sequence[Host], starts: Sequence[Backlog] | None) -> Any:
             by_name = None if starts is None else dict(zip((h.name for h in candidates),
                                                           starts))
+            # the calibrated predictor's sets are ranked by the calibrated law it serves
+            calibration = self._selection_calibration(candidates) if self.calibrated else None
             return schedule(candidates, work_seconds, method or settings.method,
                             distribution or settings.distribution,
                             partition or settings.partition,
                             rho_max=settings.rho_max if rho_max is None else rho_max,
                             max_optimal_hosts=settings.optimal_max_hosts,
                             task_ratio=settings.task_ratio, excluded=excluded,
-                            backlog=by_name)
+                            backlog=by_name, calibration=calibration)
 
         views = None
         if self.calibrated:

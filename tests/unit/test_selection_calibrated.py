@@ -1,0 +1,139 @@
+"""Selection on the calibrated law the manager serves, against brute force over subsets."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+from test_selection_search import mixed_pool
+
+from scheduler import Backlog, predict
+from scheduler.calibrated import calibrated_prediction
+from scheduler.calibrated_selection import SelectionCalibration, nearest_factors
+from scheduler.errors import InvalidArgumentError, TooManyHostsError
+from scheduler.selection import SetEvaluator, _arrays, schedule
+
+LENGTHS = (1800.0, 3600.0, 4 * 3600.0, 8 * 3600.0)
+
+
+def random_calibration(rng, hosts, spread=0.5):
+    """Factors as a calibrator leaves them: positive, non-decreasing in the level."""
+    return SelectionCalibration(LENGTHS, {
+        h.name: np.maximum.accumulate(np.exp(rng.normal(0.0, spread, (len(LENGTHS), 3))),
+                                      axis=1) for h in hosts})
+
+
+def served_criterion(hosts, work, calibration, backlog=None):
+    """What the manager serves for this set: the model's prediction, hosts given no work left
+    out (as ``schedule`` does), each host's factors of the length nearest its dedicated time
+    applied by ``calibrated_prediction``; its mean + std."""
+    def run(members):
+        starts = None if backlog is None else [backlog[h.name] for h in members]
+        return predict(list(members), work, backlog=starts)
+
+    prediction = run(hosts)
+    if (prediction.shares <= 0).any():
+        prediction = run([h for h, s in zip(hosts, prediction.shares) if s > 0])
+    factors = np.array([
+        np.asarray(calibration.factors.get(name, np.ones((len(LENGTHS), 3))))[
+            int(np.argmin(np.abs(np.log(LENGTHS) - math.log(max(dedicated, 1.0)))))]
+        for name, dedicated in zip(prediction.hosts, prediction.dedicated_seconds)])
+    return calibrated_prediction(prediction, factors).criterion, prediction.hosts
+
+
+def brute_force(hosts, work, calibration, backlog=None):
+    """{sorted member names: served criterion} over every non-empty subset."""
+    found = {}
+    for size in range(1, len(hosts) + 1):
+        for subset in itertools.combinations(hosts, size):
+            value, members = served_criterion(subset, work, calibration, backlog)
+            found[tuple(sorted(members))] = value
+    return found
+
+
+@pytest.mark.parametrize("with_backlog", [False, True])
+def test_the_criterion_of_every_set_is_the_served_calibrated_laws(with_backlog):
+    rng = np.random.default_rng(3)
+    hosts = mixed_pool(rng, 6)
+    work = 6 * 3600.0
+    calibration = random_calibration(rng, hosts)
+    backlog = {h.name: Backlog.steady_state() for h in hosts} if with_backlog else None
+    evaluator = SetEvaluator(_arrays(hosts, backlog), work, "lognormal", "equal-mean",
+                             calibration, [h.name for h in hosts])
+    index = {h.name: k for k, h in enumerate(hosts)}
+    for size in range(1, len(hosts) + 1):
+        for subset in itertools.combinations(hosts, size):
+            expected, _ = served_criterion(subset, work, calibration, backlog)
+            got = evaluator.criteria([[index[h.name] for h in subset]])[0]
+            assert got == pytest.approx(expected, rel=1e-4)
+
+
+@pytest.mark.parametrize(("seed", "with_backlog"), [(0, False), (8, False), (3, True),
+                                                   (5, True)])
+def test_auto_and_optimal_find_the_brute_force_minimum_of_the_calibrated_criterion(
+        seed, with_backlog):
+    rng = np.random.default_rng(seed)
+    # the exact backlog mixture makes each brute-force prediction dear: fewer hosts there
+    count = int(rng.integers(6, 7) if with_backlog else rng.integers(7, 9))
+    hosts = mixed_pool(rng, count)
+    work = 3600.0 * count * rng.uniform(0.1, 2.0)
+    calibration = random_calibration(rng, hosts)
+    backlog = {h.name: Backlog.steady_state() for h in hosts} if with_backlog else None
+    every = brute_force(hosts, work, calibration, backlog)
+    best = min(every.values())
+    for method, options in (("auto", {"max_optimal_hosts": 0}), ("auto", {}),
+                            ("optimal", {})):
+        plan = schedule(hosts, work, method, calibration=calibration, backlog=backlog,
+                        **options)
+        value = every[tuple(sorted(h.name for h in plan.hosts))]
+        assert value <= best * 1.01, (method, options)
+        if method == "optimal":
+            assert value == pytest.approx(best, rel=1e-6)
+
+
+def test_the_calibrated_criterion_changes_the_choice_where_the_model_ranks_otherwise():
+    # a host whose record says the model is 3x optimistic at every level and length
+    rng = np.random.default_rng(8)
+    hosts = mixed_pool(rng, 8)
+    work = 8 * 3600.0
+    plain = schedule(hosts, work, "optimal")
+    slow = plain.hosts[int(np.argmax(plain.prediction.shares))].name
+    calibration = SelectionCalibration(LENGTHS, {slow: np.full((len(LENGTHS), 3), 3.0)})
+    chosen = schedule(hosts, work, "optimal", calibration=calibration)
+    # the model's split gives it the largest share still: a wider set takes work off it
+    assert len(chosen.hosts) > len(plain.hosts)
+    every = brute_force(hosts, work, calibration)
+    assert every[tuple(sorted(h.name for h in chosen.hosts))] < every[
+        tuple(sorted(h.name for h in plain.hosts))]
+
+
+def test_factors_of_one_rank_sets_as_the_model_does():
+    rng = np.random.default_rng(11)
+    hosts = mixed_pool(rng, 12)
+    ones = SelectionCalibration(LENGTHS, {h.name: np.ones((len(LENGTHS), 3)) for h in hosts})
+    plain = schedule(hosts, 12 * 3600.0)
+    calibrated = schedule(hosts, 12 * 3600.0, calibration=ones)
+    assert {h.name for h in plain.hosts} == {h.name for h in calibrated.hosts}
+
+
+def test_each_member_takes_the_factors_of_the_nearest_length():
+    # one host's (lengths, levels) table, at three dedicated times
+    table = np.broadcast_to(np.arange(1, 13, dtype=float).reshape(1, 1, 4, 3), (1, 3, 4, 3))
+    picked = nearest_factors(table, np.array(LENGTHS), np.array([[10.0, 3000.0, 3 * 3600.0]]))
+    assert picked[0, :, 0].tolist() == [1.0, 4.0, 7.0]
+
+
+def test_bad_calibrations_are_named_and_optimal_is_bounded():
+    with pytest.raises(InvalidArgumentError) as bad:
+        SelectionCalibration(LENGTHS, {"a": np.ones((2, 3))})
+    assert bad.value.field == "factors"
+    with pytest.raises(InvalidArgumentError):
+        SelectionCalibration((), {})
+    with pytest.raises(InvalidArgumentError):
+        SelectionCalibration(LENGTHS, {"a": -np.ones((4, 3))})
+    hosts = mixed_pool(np.random.default_rng(1), 15)
+    with pytest.raises(TooManyHostsError):
+        schedule(hosts, 3600.0, "optimal",
+                 calibration=SelectionCalibration(LENGTHS, {}))
