@@ -34,6 +34,8 @@ REL_TOL = 1e-5
 # mixture's exact moments (heavy-tailed backlogs lose some accuracy in the quantiles, see
 # scheduler.model.collapsed_servers), which costs what an idle start costs.
 MIXTURE_MAX_COMPONENTS = 256
+# a survival below this leaves 1 - q sf equal to 1 in double precision
+_ROUNDS_TO_ONE = 1e-17
 
 
 @dataclass(frozen=True, eq=False)
@@ -76,6 +78,8 @@ class Prediction:
     def host_cdf(self, x: Any) -> np.ndarray:
         """P(host k has finished its share by x): shape (hosts, len(x)) for times x (seconds)."""
         flat = np.asarray(x, dtype=float).reshape(1, -1)
+        if isinstance(self._host_servers, Servers):
+            return _servers_cdf(self._host_servers, flat[0], len(self.hosts))
         per_server = completion.servers_log_cdf(self._host_servers, flat)[0]
         mult = self._host_servers.mult[0]
         # a host's share finishes when all of its processes do: F_k to the power of processes
@@ -236,6 +240,53 @@ def _predict(arrays: HostArrays, work: float, shares: np.ndarray, dist: str,
         backlog_law=None if backlog is None else ("mixture" if mixture else "moment-fit"),
         processes=arrays.processes.astype(int),
     )
+
+
+def _servers_cdf(servers: Servers, x: np.ndarray, hosts: int) -> np.ndarray:
+    """(hosts, len(x)) CDF of each host's completion, ``x`` increasing: the product over its
+    core groups of F^mult, F = 1 - q sf(x - t) from t on. The values of exp(summed
+    Servers.log_cdf) to rounding, computed only where F is neither 0 (before t) nor 1 to
+    double precision (past the point where q sf < 1e-17, 1 - q sf rounds to 1 exactly): a
+    contiguous run of points per server."""
+    t, mult = servers.t[0], servers.mult[0]
+    first = np.searchsorted(x, t)
+    stop = np.maximum(np.searchsorted(x, servers.upper_bound(_ROUNDS_TO_ONE)[0]), first)
+    # before the run 0, after it 1; no share (mult 0): finished from the start
+    cdf = (np.arange(x.size)[None, :] >= stop[:, None]).astype(float)
+    cdf[mult == 0] = 1.0
+    counts = np.where(mult > 0, stop - first, 0)
+    rows = np.repeat(np.arange(t.size), counts)
+    flat = np.arange(rows.size) + np.repeat(first + x.size * np.arange(t.size)
+                                            - np.cumsum(counts) + counts, counts)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        survival = fits.sf(servers.code[0][rows], np.repeat(servers.p1[0], counts),
+                           np.repeat(servers.p2[0], counts),
+                           x[flat - rows * x.size] - np.repeat(t, counts))
+    values = 1.0 - np.repeat(servers.q[0], counts) * survival
+    # a host's share finishes when all of its processes do (a few distinct counts)
+    power = np.repeat(mult, counts)
+    for count in np.unique(mult[counts > 0]):
+        if count != 1:
+            chosen = power == count
+            values[chosen] = _power(values[chosen], float(count))
+    cdf.ravel()[flat] = values
+    groups = cdf.shape[0] // hosts
+    return cdf if groups == 1 else cdf.reshape(hosts, groups, -1).prod(axis=1)
+
+
+def _power(values: np.ndarray, count: float) -> np.ndarray:
+    """values ** count, by repeated squaring for a whole count (a general power costs a log
+    and an exp per value)."""
+    if not (count.is_integer() and 1 <= count <= 64):
+        return values ** count
+    out, base, left = None, values, int(count)
+    while left:
+        if left & 1:
+            out = base.copy() if out is None else out * base
+        left >>= 1
+        if left:
+            base = base * base
+    return out
 
 
 def _merge_identical(servers: Servers) -> Servers:
