@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -90,6 +91,12 @@ class Prediction:
 
     def host_moments(self) -> tuple[np.ndarray, np.ndarray]:
         """(mean, std) of each host's own completion time (the max over its cores)."""
+        means, stds = self._host_moments
+        return means.copy(), stds.copy()
+
+    @cached_property
+    def _host_moments(self) -> tuple[np.ndarray, np.ndarray]:
+        # integrated host by host for a backlog: worked out once, asked for several times
         if isinstance(self._host_servers, MixtureServers):
             return _mixture_host_moments(self._host_servers, len(self.hosts))
         if self.backlog_law is not None:
@@ -180,6 +187,23 @@ def predict(hosts: Sequence[Host], work: float, dist: str = DEFAULT_DIST,
     return _predict(arrays, work, share_array, dist, partition)
 
 
+def predict_hosts(hosts: Sequence[Host], shares: Sequence[float], dist: str = DEFAULT_DIST, *,
+                  backlog: Sequence[Backlog] | Mapping[str, Backlog] | None = None
+                  ) -> Prediction:
+    """Many single-host tasks at once: host k runs ``shares[k]`` reference-CPU-seconds. The
+    result's ``host_cdf``, ``host_moments`` and per-host fields are those of
+    ``predict(hosts, sum(shares), dist, shares=shares, backlog=backlog)``; the law of the
+    slowest share over all hosts, which such a batch does not need, is not worked out (mean
+    and std NaN, no quantiles)."""
+    hosts = with_processes(check_hosts(hosts), None)
+    check_dist(dist)
+    share_array = np.asarray(shares, dtype=float)
+    work = check_work(float(share_array.sum()))
+    share_array = _check_shares(share_array, len(hosts), work)
+    return _predict(host_arrays(hosts, backlog), work, share_array, dist, "equal-mean",
+                    task_law=False)
+
+
 def host_arrays(hosts: Sequence[Host],
                 backlog: Sequence[Backlog] | Mapping[str, Backlog] | None) -> HostArrays:
     """Column arrays of ``hosts`` with their backlog laws (None: idle, no backlog arrays)."""
@@ -205,32 +229,38 @@ def _check_shares(shares: Sequence[float], count: int, work: float) -> np.ndarra
 
 
 def _predict(arrays: HostArrays, work: float, shares: np.ndarray, dist: str,
-             partition: str) -> Prediction:
+             partition: str, task_law: bool = True) -> Prediction:
     codes = distribution_codes(dist, arrays.rho)
     backlog = arrays.backlog
     # the exact mixture over the backlog atoms while it stays cheap, else the moment fit
     mixture = backlog is not None and backlog.spread_atoms(shares > 0) <= MIXTURE_MAX_COMPONENTS
     host_servers = build_servers(arrays, shares[None, :], codes[None, :], mixture)
     servers: AnyServers
-    if isinstance(host_servers, MixtureServers):
+    if not task_law:
+        servers = host_servers
+    elif isinstance(host_servers, MixtureServers):
         used = host_servers.mult[0] > 0
         servers = MixtureServers(Servers(**{name: getattr(host_servers.parts, name)[:, used]
                                             for name in _FIELDS}),
                                  host_servers.weight[:, used], host_servers.mult[:, used])
     else:
         servers = _merge_identical(host_servers)
-    mean, var, _, samples = completion.moments_and_samples(servers, REL_TOL)
-    std = math.sqrt(max(float(var[0]), 0.0))
-    levels = np.array(list(QUANTILE_LEVELS.values()))
-    points = completion.quantiles(servers, levels, mean, np.sqrt(var), samples=samples)[0]
+    mean, std, quantiles = math.nan, math.nan, {}
+    if task_law:
+        moments, var, _, samples = completion.moments_and_samples(servers, REL_TOL)
+        mean, std = float(moments[0]), math.sqrt(max(float(var[0]), 0.0))
+        levels = np.array(list(QUANTILE_LEVELS.values()))
+        points = completion.quantiles(servers, levels, moments, np.sqrt(var),
+                                      samples=samples)[0]
+        quantiles = {name: float(value) for name, value in zip(QUANTILE_LEVELS, points)}
     return Prediction(
         hosts=arrays.names,
         work=work,
         shares=shares,
         dedicated_seconds=shares / (arrays.processes * arrays.tau),
-        mean=float(mean[0]),
+        mean=mean,
         std=std,
-        quantiles={name: float(value) for name, value in zip(QUANTILE_LEVELS, points)},
+        quantiles=quantiles,
         distribution=dist,
         partition=partition,
         _servers=servers,

@@ -30,12 +30,13 @@ from typing import Any
 
 import numpy as np
 
-from ghs.manager.realised import CapacitySeries, overran, realised_seconds
+from ghs.manager.realised import Outcomes
 from ghs.manager.shadow_start import ShadowInputs, host_at, starts_of
-from scheduler import Calibrator, ForecastBank, Host, predict
+from scheduler import Calibrator, ForecastBank, Host
 from scheduler.backlog import Backlog
 from scheduler.backlog_weight import BacklogWeights, WeightSettings
 from scheduler.calibrated import host_quantiles
+from scheduler.prediction import predict_hosts
 
 HOUR_SECONDS = 3600.0
 VIEWS = ("carried", "state")
@@ -147,12 +148,13 @@ class Calibration:
             if track.next_bin is None:
                 track.next_bin = int(self.bank.bin_of(since))
             made = 0
+            outcomes = Outcomes(inputs.capacity)
             for hour in np.arange(first, stop + 1.0, HOUR_SECONDS):
                 self._push_bins(track, inputs, float(hour))
-                self._settle(host_id, track, inputs.capacity, float(hour))
+                self._settle(host_id, track, outcomes, float(hour))
                 made += self._launch(host_id, track, inputs, float(hour))
             track.next_launch = stop + HOUR_SECONDS
-            self._settle(host_id, track, inputs.capacity, latest if stop == last_hour else stop)
+            self._settle(host_id, track, outcomes, latest if stop == last_hour else stop)
             self._flush()
             return made
 
@@ -177,19 +179,19 @@ class Calibration:
         backlog = inputs.backlog_at(day, snapshot)
         works = self.lengths * track.cores * day.tau
         n = len(works)
-        paper = predict(_copies(day, n), float(works.sum()), DIST, shares=works)
+        paper = predict_hosts(_copies(day, n), works, DIST)
         paper_means, _ = paper.host_moments()
         paper_q = host_quantiles(paper)
+        # one window forecast per length serves every view
+        windows = [self._window([track], at, paper_means[j]) for j in range(n)]
         hosts, starts = [], []
         for view in self.views:
             for j in range(n):
-                found, start, _ = self.view_hosts([track], [day], [backlog], at,
-                                                  paper_means[j], view)
+                found, start, _ = self._view_of(*windows[j], [track], [day], [backlog], view)
                 hosts.append(found[0])
                 starts.append(start[0])
         shares = np.tile(works, len(self.views))
-        model = predict(_copies_of(hosts), float(shares.sum()), DIST, shares=shares,
-                        backlog=starts)
+        model = predict_hosts(_copies_of(hosts), shares, DIST, backlog=starts)
         means = model.host_moments()[0].reshape(len(self.views), n)
         model_q = host_quantiles(model).reshape(len(self.views), n, -1)
         candidates = None
@@ -233,31 +235,30 @@ class Calibration:
                 hosts.append(starts_of(day, values, arrivals_only=False))
                 starts.append(Backlog.idle())
                 shares.append(work)
-        p = predict(_copies_of(hosts), float(np.sum(shares)), DIST, shares=shares,
-                    backlog=starts)
+        p = predict_hosts(_copies_of(hosts), shares, DIST, backlog=starts)
         return p.host_moments()[0].reshape(len(works), -1)
 
-    def _settle(self, host_id: str, track: _Track, series: CapacitySeries, now: float) -> None:
+    def _settle(self, host_id: str, track: _Track, outcomes: Outcomes, now: float) -> None:
         still = []
         for shadow in track.pending:
             if shadow.launch >= now:
                 still.append(shadow)
                 continue
-            realised = realised_seconds(series, shadow.launch, shadow.dedicated)
+            realised = outcomes.realised_seconds(shadow.launch, shadow.dedicated)
             if realised is not None and shadow.launch + realised <= now:
                 self._score(track, shadow, realised)
                 if shadow.view == self.views[0]:  # one outcome per launch and length
                     self._writes.append((None, (realised, host_id, shadow.launch,
                                                 shadow.dedicated)))
-            elif not shadow.decided and overran(series, shadow.launch, shadow.dedicated,
-                                                float(shadow.reported[-1])) and (
-                    shadow.launch + shadow.reported[-1] <= now):
+            elif not shadow.decided and shadow.launch + shadow.reported[-1] <= now and \
+                    outcomes.overran(shadow.launch, shadow.dedicated,
+                                     float(shadow.reported[-1])):
                 # a miss of every level, known before the task ends
                 self.calibrators[shadow.view][shadow.length].record(
                     [track.row], np.ones((1, 3), bool), (shadow.pooled > 0)[None])
                 shadow.decided = True
                 still.append(shadow)
-            elif series.covered_until < shadow.launch + 30 * 86400.0:
+            elif outcomes.series.covered_until < shadow.launch + 30 * 86400.0:
                 still.append(shadow)
         track.pending = still
 
@@ -304,11 +305,22 @@ class Calibration:
         load, which carries the jobs running now), ``state`` (the given start, its jobs held
         as backlog under the forecast load of new arrivals) or ``record`` (for a host with
         jobs running, the start of lowest recent error on its record)."""
+        return self._view_of(*self._window(tracks, at, duration_seconds), tracks, days,
+                             backlogs, mode)
+
+    def _window(self, tracks: Sequence[_Track], at: Any, duration_seconds: float
+                ) -> tuple[Any, np.ndarray]:
+        """The window forecast of each host's lam and rho, and each host's start choice."""
         rows = np.array([[2 * t.row, 2 * t.row + 1] for t in tracks]).reshape(-1)
         launch = np.repeat(np.broadcast_to(np.asarray(at, dtype=float), (len(tracks),)), 2)
         with self.lock:
             found = self.bank.forecast(rows, launch, max(duration_seconds, 1.0))
             choices = self.weights.choose([t.row for t in tracks])
+        return found, choices
+
+    def _view_of(self, found: Any, choices: np.ndarray, tracks: Sequence[_Track],
+                 days: Sequence[Host], backlogs: Sequence[Backlog], mode: str
+                 ) -> tuple[list[Host], list[Backlog], list[dict[str, Any]]]:
         values = found.value.reshape(-1, 2)
         hosts, starts, described = [], [], []
         for k, (day, backlog) in enumerate(zip(days, backlogs)):

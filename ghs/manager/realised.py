@@ -85,13 +85,7 @@ def overran(series: CapacitySeries, launch_epoch: float, dedicated_seconds: floa
             bound_seconds: float) -> bool:
     """Whether the task is known to run longer than ``bound_seconds``: the series covers
     launch + bound without a break and the task had not finished by then."""
-    horizon = launch_epoch + bound_seconds
-    if series.covered_until < horizon:
-        return False
-    realised = realised_seconds(series, launch_epoch, dedicated_seconds)
-    if realised is not None:
-        return realised > bound_seconds
-    return not _broken(series, launch_epoch, horizon)
+    return Outcomes(series).overran(launch_epoch, dedicated_seconds, bound_seconds)
 
 
 def _broken(series: CapacitySeries, launch_epoch: float, horizon: float) -> bool:
@@ -100,3 +94,29 @@ def _broken(series: CapacitySeries, launch_epoch: float, horizon: float) -> bool
     start, end = series.start[inside], series.end[inside]
     return bool(start.size == 0 or start[0] > launch_epoch + GAP_TOLERANCE_SECONDS or (
         start[1:] - end[:-1] > GAP_TOLERANCE_SECONDS).any())
+
+
+class Outcomes:
+    """:func:`realised_seconds` and :func:`overran` on one fixed ``series``, each launch and
+    length worked out once (a pending launch is asked again every hour of a catch-up)."""
+
+    def __init__(self, series: CapacitySeries) -> None:
+        self.series = series
+        self._known: dict[tuple[float, float], float | None] = {}
+
+    def realised_seconds(self, launch_epoch: float, dedicated_seconds: float) -> float | None:
+        key = (launch_epoch, dedicated_seconds)
+        if key not in self._known:
+            self._known[key] = realised_seconds(self.series, launch_epoch, dedicated_seconds)
+        return self._known[key]
+
+    def overran(self, launch_epoch: float, dedicated_seconds: float,
+                bound_seconds: float) -> bool:
+        horizon = launch_epoch + bound_seconds
+        if self.series.covered_until < horizon:
+            return False
+        realised = self.realised_seconds(launch_epoch, dedicated_seconds)
+        if realised is not None:
+            return realised > bound_seconds
+        return not _broken(self.series, launch_epoch, horizon)
+

@@ -9,7 +9,7 @@ before it.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -41,6 +41,7 @@ class ShadowInputs:
     snapshot_times: np.ndarray
     templates: list[dict[str, Any]]
     first_start: float | None
+    _measurements: list[Any] = field(default_factory=list, repr=False)
 
     @classmethod
     def load(cls, store: Any, host_id: str, cores: int, *, since_epoch_seconds: float
@@ -58,6 +59,12 @@ class ShadowInputs:
                        host_id, since_epoch_seconds=since_epoch_seconds), cores),
                    snapshots, np.array([s["epoch_seconds"] for s in snapshots], dtype=float),
                    store.streams.templates(host_id), first)
+
+    def measurements(self) -> list[Any]:
+        """Every row as the sensors' Measurement (converted on first use, then kept)."""
+        if len(self._measurements) != len(self.rows):
+            self._measurements[:] = [sensor_measurement(row, self.cores) for row in self.rows]
+        return self._measurements
 
     def bin_means(self, index: int, bin_seconds: float) -> tuple[float, float]:
         """Interval-weighted means of lam (1/s) and rho over the measurements whose midpoint
@@ -93,9 +100,9 @@ class ShadowInputs:
 def host_at(host_id: str, inputs: ShadowInputs, at: float) -> Host | None:
     """The 24-hour host the manager would have served at ``at`` (None before any arrival
     was measured)."""
-    k = int(np.searchsorted(inputs.end, at, side="right"))
-    recent = [sensor_measurement(row, inputs.cores) for row in inputs.rows[:k]
-              if row["end_epoch_seconds"] > at - DAY_SECONDS]
+    # the rows ended in (at - 1 day, at], as the sensors' measurements (converted once)
+    first, k = np.searchsorted(inputs.end, [at - DAY_SECONDS, at], side="right")
+    recent = inputs.measurements()[int(first):int(k)]
     if not recent:
         return None
     estimate = adapt_avg(recent, now=at, window_seconds=DAY_SECONDS,
