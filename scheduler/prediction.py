@@ -80,7 +80,14 @@ class Prediction:
         """P(host k has finished its share by x): shape (hosts, len(x)) for times x (seconds)."""
         flat = np.asarray(x, dtype=float).reshape(1, -1)
         if isinstance(self._host_servers, Servers):
-            return _servers_cdf(self._host_servers, flat[0], len(self.hosts))
+            if (np.diff(flat[0]) >= 0).all():
+                return _servers_cdf(self._host_servers, flat[0], len(self.hosts))
+            order = np.argsort(flat[0], kind="stable")
+            cdf = np.empty((len(self.hosts), flat.size))
+            cdf[:, order] = _servers_cdf(self._host_servers, flat[0][order], len(self.hosts))
+            return cdf
+        # A backlog mixture keeps the log route: its CDF can stay at a level such as 0.5 or
+        # 0.9 between atoms, where a rounding difference moves the quantile across the flat.
         per_server = completion.servers_log_cdf(self._host_servers, flat)[0]
         mult = self._host_servers.mult[0]
         # a host's share finishes when all of its processes do: F_k to the power of processes
@@ -275,16 +282,29 @@ def _predict(arrays: HostArrays, work: float, shares: np.ndarray, dist: str,
 def _servers_cdf(servers: Servers, x: np.ndarray, hosts: int) -> np.ndarray:
     """(hosts, len(x)) CDF of each host's completion, ``x`` increasing: the product over its
     core groups of F^mult, F = 1 - q sf(x - t) from t on. The values of exp(summed
-    Servers.log_cdf) to rounding, computed only where F is neither 0 (before t) nor 1 to
-    double precision (past the point where q sf < 1e-17, 1 - q sf rounds to 1 exactly): a
-    contiguous run of points per server."""
-    t, mult = servers.t[0], servers.mult[0]
+    Servers.log_cdf) to rounding, without a log and an exp per point."""
+    mult = servers.mult[0]
+    cdf = _component_cdfs(servers, x)
+    # no share (mult 0): finished from the start; a host's share finishes when all of its
+    # processes do (a few distinct counts)
+    cdf[mult == 0] = 1.0
+    for count in np.unique(mult):
+        if count not in (0.0, 1.0):
+            rows = mult == count
+            cdf[rows] = _power(cdf[rows], float(count))
+    groups = cdf.shape[0] // hosts
+    return cdf if groups == 1 else cdf.reshape(hosts, groups, -1).prod(axis=1)
+
+
+def _component_cdfs(servers: Servers, x: np.ndarray) -> np.ndarray:
+    """(servers, len(x)) F = 1 - q sf(x - t) of each server type (its mult aside), evaluated
+    only where F is neither 0 (before t) nor 1 to double precision (past the point where
+    q sf < 1e-17, 1 - q sf rounds to 1 exactly): a contiguous run of points per server."""
+    t = servers.t[0]
     first = np.searchsorted(x, t)
     stop = np.maximum(np.searchsorted(x, servers.upper_bound(_ROUNDS_TO_ONE)[0]), first)
-    # before the run 0, after it 1; no share (mult 0): finished from the start
     cdf = (np.arange(x.size)[None, :] >= stop[:, None]).astype(float)
-    cdf[mult == 0] = 1.0
-    counts = np.where(mult > 0, stop - first, 0)
+    counts = stop - first
     rows = np.repeat(np.arange(t.size), counts)
     flat = np.arange(rows.size) + np.repeat(first + x.size * np.arange(t.size)
                                             - np.cumsum(counts) + counts, counts)
@@ -292,16 +312,8 @@ def _servers_cdf(servers: Servers, x: np.ndarray, hosts: int) -> np.ndarray:
         survival = fits.sf(servers.code[0][rows], np.repeat(servers.p1[0], counts),
                            np.repeat(servers.p2[0], counts),
                            x[flat - rows * x.size] - np.repeat(t, counts))
-    values = 1.0 - np.repeat(servers.q[0], counts) * survival
-    # a host's share finishes when all of its processes do (a few distinct counts)
-    power = np.repeat(mult, counts)
-    for count in np.unique(mult[counts > 0]):
-        if count != 1:
-            chosen = power == count
-            values[chosen] = _power(values[chosen], float(count))
-    cdf.ravel()[flat] = values
-    groups = cdf.shape[0] // hosts
-    return cdf if groups == 1 else cdf.reshape(hosts, groups, -1).prod(axis=1)
+    cdf.ravel()[flat] = 1.0 - np.repeat(servers.q[0], counts) * survival
+    return cdf
 
 
 def _power(values: np.ndarray, count: float) -> np.ndarray:

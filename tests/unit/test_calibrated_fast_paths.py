@@ -8,8 +8,9 @@ import pytest
 from ghs.benchmarks.scheduling import lab
 from scheduler import Host, completion, predict
 from scheduler.backlog import Backlog
-from scheduler.calibrated import _level_map, calibrate
+from scheduler.calibrated import _level_map, calibrate, host_quantiles
 from scheduler.conformal import LEVELS, level_map
+from scheduler.prediction import predict_hosts
 
 
 def _log_route_host_cdf(prediction, x):
@@ -34,27 +35,36 @@ def _straightforward_law(prediction, factors, grid):
     return np.maximum.accumulate(np.prod(level_map(cdf, at, levels), axis=0)), reported
 
 
-def _cases():
-    rng = np.random.default_rng(3)
-    hosts = lab(40, rng)
-    yield predict(hosts, 40 * 3600.0), rng.uniform(0.5, 1.6, (40, 3))
-    yield predict(hosts, 40 * 3600.0, "auto", backlog=[Backlog.steady_state()] * 40), \
-        rng.uniform(0.9, 1.4, (40, 3))
-    # a host given no share, and a share run by 3 of 4 cores
+def _inputs(case):
+    """(hosts, dist, shares or None, backlog, factors) of a few kinds of prediction."""
+    rng = np.random.default_rng(3 + case)
+    lab_hosts = lab(40, rng)
     few = [Host("a", lam=0.002, mu=0.01, sigma=150, rho=0.2),
            Host("b", lam=0.001, mu=0.005, sigma=300, rho=0.2, cores=4, processes=3),
            Host("c", lam=0.003, mu=0.01, sigma=90, rho=0.3, cores=2)]
-    yield predict(few, 9000.0, "weibull", shares=[3000.0, 6000.0, 0.0]), \
-        np.array([[0.7, 1.0, 1.3], [1.0, 1.0, 1.0], [1.2, 1.2, 1.2]])
     jobs = Backlog.from_laws([type("Law", (), {"mean_seconds": 900.0,
                                                "variance_seconds2": 1e6})()])
-    yield predict(few, 9000.0, "gamma", backlog=[jobs, Backlog.steady_state(), jobs]), \
-        np.full((3, 3), 1.25)
+    return [
+        (lab_hosts, "lognormal", None, None, rng.uniform(0.5, 1.6, (40, 3))),
+        (lab_hosts, "auto", None, [Backlog.steady_state()] * 40,
+         rng.uniform(0.9, 1.4, (40, 3))),
+        # a host given no share, and a share run by 3 of 4 cores
+        (few, "weibull", [3000.0, 6000.0, 0.0], None,
+         np.array([[0.7, 1.0, 1.3], [1.0, 1.0, 1.0], [1.2, 1.2, 1.2]])),
+        (few, "gamma", [2000.0, 4000.0, 3000.0], [jobs, Backlog.steady_state(), jobs],
+         np.full((3, 3), 1.25)),
+    ][case]
+
+
+def _prediction(case):
+    hosts, dist, shares, backlog, factors = _inputs(case)
+    work = 40 * 3600.0 if shares is None else float(np.sum(shares))
+    return predict(hosts, work, dist, shares=shares, backlog=backlog), factors
 
 
 @pytest.mark.parametrize("case", range(4))
 def test_each_hosts_cdf_is_the_log_routes(case):
-    prediction, _ = list(_cases())[case]
+    prediction, _ = _prediction(case)
     x = np.concatenate([[0.0], np.geomspace(1.0, 20 * prediction.mean, 300),
                         prediction.dedicated_seconds])
     x.sort()
@@ -64,7 +74,7 @@ def test_each_hosts_cdf_is_the_log_routes(case):
 
 @pytest.mark.parametrize("case", range(4))
 def test_the_calibrated_law_is_the_straightforward_ones(case):
-    prediction, factors = list(_cases())[case]
+    prediction, factors = _prediction(case)
     law = calibrate(prediction, factors)
     expected, reported = _straightforward_law(prediction, factors, law.grid_seconds)
     assert law.host_quantiles == pytest.approx(reported, rel=1e-12)
@@ -93,3 +103,23 @@ def test_the_ramp_level_map_is_conformals_with_ties_and_ends():
     values = np.sort(values, axis=1)
     assert _level_map(values, knots, levels) == pytest.approx(level_map(values, knots, levels),
                                                               abs=1e-14)
+
+
+def test_times_in_any_order_give_each_hosts_cdf_at_them():
+    prediction, _ = _prediction(0)
+    x = np.random.default_rng(2).permutation(np.geomspace(100.0, 10 * prediction.mean, 50))
+    assert prediction.host_cdf(x) == pytest.approx(_log_route_host_cdf(prediction, x),
+                                                   abs=1e-14)
+    assert prediction.host_cdf(x[:1]) == pytest.approx(
+        _log_route_host_cdf(prediction, x[:1]), abs=1e-14)
+
+
+@pytest.mark.parametrize("case", range(4))
+def test_hosts_alone_are_the_full_predictions_hosts(case):
+    full, _ = _prediction(case)
+    hosts, dist, _, backlog, _ = _inputs(case)
+    alone = predict_hosts(hosts, full.shares, dist, backlog=backlog)
+    assert np.isnan(alone.mean) and not alone.quantiles
+    for got, expected in zip(alone.host_moments(), full.host_moments()):
+        assert got == pytest.approx(expected, rel=1e-12)
+    assert host_quantiles(alone) == pytest.approx(host_quantiles(full), rel=1e-12)
