@@ -143,8 +143,14 @@ class Calibration:
                 last_hour, first + (max_hours - 1) * HOUR_SECONDS)
             # a new host's forecasters start from the days before its first launch
             since = first - (self.history_days if track.next_bin is None else 2) * 86400.0
+            # measurements are needed from the first bin to push and a day before the first
+            # launch (its 24-hour estimate); the capacity series from ``since`` (outcomes)
+            rows_since = None if track.next_bin is None else min(
+                first - 86400.0, track.next_bin * self.bank.settings.bin_seconds
+                - self.bank.settings.utc_offset_seconds)
             inputs = ShadowInputs.load(self.store, host_id, track.cores,
-                                       since_epoch_seconds=since)
+                                       since_epoch_seconds=since,
+                                       rows_since_epoch_seconds=rows_since)
             if track.next_bin is None:
                 track.next_bin = int(self.bank.bin_of(since))
             made = 0

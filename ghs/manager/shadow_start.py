@@ -44,11 +44,20 @@ class ShadowInputs:
     _measurements: list[Any] = field(default_factory=list, repr=False)
 
     @classmethod
-    def load(cls, store: Any, host_id: str, cores: int, *, since_epoch_seconds: float
-             ) -> ShadowInputs:
-        rows = store.measurements(host_id, since_end=since_epoch_seconds)
+    def load(cls, store: Any, host_id: str, cores: int, *, since_epoch_seconds: float,
+             rows_since_epoch_seconds: float | None = None) -> ShadowInputs:
+        """The records from ``since`` on; ``rows_since`` (later, optional): the measurements
+        only from then on (a catch-up that needs fewer of them reads and converts fewer)."""
+        rows = store.measurements(host_id, since_end=max(since_epoch_seconds,
+                                                         rows_since_epoch_seconds or -math.inf))
         facts = store.host(host_id)
         taus = [row["tau"] for row in rows if row.get("tau")]
+        if not taus and rows_since_epoch_seconds is not None:
+            # the speed stated last since ``since``, as a load of every row would find
+            taus = [row[0] for row in store.db.execute(
+                "SELECT tau FROM measurements WHERE host_id = ? AND end_epoch_seconds > ? "
+                "AND tau IS NOT NULL AND tau != 0 ORDER BY end_epoch_seconds DESC LIMIT 1",
+                [host_id, since_epoch_seconds])]
         tau = taus[-1] if taus else (facts.tau if facts is not None and facts.tau else 1.0)
         first = store.db.execute("SELECT MIN(start_epoch_seconds) FROM measurements WHERE "
                                  "host_id = ?", [host_id]).fetchone()[0]
@@ -60,11 +69,15 @@ class ShadowInputs:
                    snapshots, np.array([s["epoch_seconds"] for s in snapshots], dtype=float),
                    store.streams.templates(host_id), first)
 
-    def measurements(self) -> list[Any]:
-        """Every row as the sensors' Measurement (converted on first use, then kept)."""
+    def measurements(self, first: int, stop: int) -> list[Any]:
+        """Rows ``first`` to ``stop`` as the sensors' Measurements (each converted once)."""
         if len(self._measurements) != len(self.rows):
-            self._measurements[:] = [sensor_measurement(row, self.cores) for row in self.rows]
-        return self._measurements
+            self._measurements[:] = [None] * len(self.rows)
+        kept = self._measurements
+        for k in range(first, stop):
+            if kept[k] is None:
+                kept[k] = sensor_measurement(self.rows[k], self.cores)
+        return kept[first:stop]
 
     def bin_means(self, index: int, bin_seconds: float) -> tuple[float, float]:
         """Interval-weighted means of lam (1/s) and rho over the measurements whose midpoint
@@ -102,7 +115,7 @@ def host_at(host_id: str, inputs: ShadowInputs, at: float) -> Host | None:
     was measured)."""
     # the rows ended in (at - 1 day, at], as the sensors' measurements (converted once)
     first, k = np.searchsorted(inputs.end, [at - DAY_SECONDS, at], side="right")
-    recent = inputs.measurements()[int(first):int(k)]
+    recent = inputs.measurements(int(first), int(k))
     if not recent:
         return None
     estimate = adapt_avg(recent, now=at, window_seconds=DAY_SECONDS,
