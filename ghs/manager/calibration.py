@@ -70,6 +70,8 @@ class _Track:
     next_launch: float | None = None
     next_bin: int | None = None
     pending: list[_Shadow] = field(default_factory=list)
+    # the last catch-up's records, extended by the next one
+    inputs: ShadowInputs | None = None
 
 
 class Calibration:
@@ -150,7 +152,8 @@ class Calibration:
                 - self.bank.settings.utc_offset_seconds)
             inputs = ShadowInputs.load(self.store, host_id, track.cores,
                                        since_epoch_seconds=since,
-                                       rows_since_epoch_seconds=rows_since)
+                                       rows_since_epoch_seconds=rows_since,
+                                       previous=track.inputs)
             if track.next_bin is None:
                 track.next_bin = int(self.bank.bin_of(since))
             made = 0
@@ -160,6 +163,11 @@ class Calibration:
                 self._settle(host_id, track, outcomes, float(hour))
                 made += self._launch(host_id, track, inputs, float(hour))
             track.next_launch = stop + HOUR_SECONDS
+            # keep what the next catch-up reads again: a day of measurements, 2 of capacity
+            bin_start = track.next_bin * self.bank.settings.bin_seconds \
+                - self.bank.settings.utc_offset_seconds
+            track.inputs = inputs.trimmed(min(track.next_launch - 86400.0, bin_start),
+                                          track.next_launch - 2 * 86400.0)
             self._settle(host_id, track, outcomes, latest if stop == last_hour else stop)
             self._flush()
             return made

@@ -41,6 +41,18 @@ class CapacitySeries:
                 free[i] = row["available_cpu_seconds"] / free.shape[1]
         return cls(end - span, end, free)
 
+    def since(self, epoch_seconds: float) -> CapacitySeries:
+        """The intervals ending after ``epoch_seconds``."""
+        keep = self.end > epoch_seconds
+        return CapacitySeries(self.start[keep], self.end[keep], self.free[keep])
+
+    def extended(self, newer: CapacitySeries) -> CapacitySeries:
+        """This series followed by ``newer`` (intervals ending after this one's end, as a
+        host's intervals are stored in time order)."""
+        return CapacitySeries(np.concatenate([self.start, newer.start]),
+                              np.concatenate([self.end, newer.end]),
+                              np.concatenate([self.free, newer.free]))
+
     @property
     def covered_until(self) -> float:
         """The end of the series (epoch seconds; -inf when empty)."""
