@@ -336,10 +336,13 @@ def _merge_identical(servers: Servers) -> Servers:
     used = servers.mult[0] > 0
     rows = np.column_stack([servers.t[0], servers.q[0], servers.code[0], servers.p1[0],
                             servers.p2[0]])[used]
-    unique, inverse = np.unique(rows, axis=0, return_inverse=True)
-    if len(unique) == len(rows):
+    # rows sorted as np.unique(axis=0) sorts them (first column first): a distinct set, the
+    # usual case, is seen without np.unique's sort of whole rows
+    order = np.lexsort(rows.T[::-1])
+    if (np.diff(rows[order], axis=0) != 0).any(axis=1).all():
         return Servers(**{name: getattr(servers, name)[:, used]
                           for name in ("t", "q", "code", "p1", "p2", "mult")})
+    unique, inverse = np.unique(rows, axis=0, return_inverse=True)
     mult = np.bincount(inverse.ravel(), servers.mult[0][used], len(unique))
     return Servers(t=unique[None, :, 0], q=unique[None, :, 1],
                    code=unique[None, :, 2].astype(int), p1=unique[None, :, 3],
