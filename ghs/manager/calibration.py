@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from ghs.manager.realised import Outcomes
+from ghs.manager.shadow_ledger import ShadowLedger
 from ghs.manager.shadow_start import ShadowInputs, host_at, starts_of
 from scheduler import Calibrator, ForecastBank, Host
 from scheduler.backlog import Backlog
@@ -46,7 +47,6 @@ LEDGER_NAMES = {"carried": ("calibrated", "uncalibrated"),
                 "record": ("calibrated-record", "uncalibrated-record")}
 LEVELS = ("p50", "p90", "p95")
 DIST = "lognormal"
-LEDGER = "shadow_launches"
 
 
 @dataclass
@@ -94,9 +94,8 @@ class Calibration:
         self.calibrators = {view: [Calibrator(0) for _ in self.lengths] for view in self.views}
         self.tracks: dict[str, _Track] = {}
         self.lock = threading.RLock()
-        self._writes: list[tuple[dict[str, Any] | None, tuple[Any, ...] | None]] = []
+        self.shadow_ledger = ShadowLedger(store)
         self._absorbed: set[tuple[int, str]] = set()
-        self._create_ledger()
 
     # -- keeping up --------------------------------------------------------------------------
 
@@ -169,7 +168,7 @@ class Calibration:
             track.inputs = inputs.trimmed(min(track.next_launch - 86400.0, bin_start),
                                           track.next_launch - 2 * 86400.0)
             self._settle(host_id, track, outcomes, latest if stop == last_hour else stop)
-            self._flush()
+            self.shadow_ledger.flush()
             return made
 
     def _push_bins(self, track: _Track, inputs: ShadowInputs, until: float) -> None:
@@ -226,11 +225,11 @@ class Calibration:
                      (LEDGER_NAMES[view][1], means[v], model_q[v])]
         for name, mean, q in rows:
             for j, length in enumerate(self.lengths):
-                self._writes.append(({"host_id": host_id, "launch_epoch_seconds": at,
-                                      "length_seconds": float(length), "predictor": name,
-                                      "mean": float(mean[j]),
-                                      **dict(zip(LEVELS, map(float, q[j]))),
-                                      "realised_seconds": None}, None))
+                self.shadow_ledger.launch({"host_id": host_id, "launch_epoch_seconds": at,
+                                    "length_seconds": float(length), "predictor": name,
+                                    "mean": float(mean[j]),
+                                    **dict(zip(LEVELS, map(float, q[j]))),
+                                    "realised_seconds": None})
         return n
 
     def _candidate_means(self, track: _Track, day: Host, backlog: Backlog, at: float,
@@ -262,8 +261,7 @@ class Calibration:
             if realised is not None and shadow.launch + realised <= now:
                 self._score(track, shadow, realised)
                 if shadow.view == self.views[0]:  # one outcome per launch and length
-                    self._writes.append((None, (realised, host_id, shadow.launch,
-                                                shadow.dedicated)))
+                    self.shadow_ledger.outcome(realised, host_id, shadow.launch, shadow.dedicated)
             elif not shadow.decided and shadow.launch + shadow.reported[-1] <= now and \
                     outcomes.overran(shadow.launch, shadow.dedicated,
                                      float(shadow.reported[-1])):
@@ -380,41 +378,9 @@ class Calibration:
 
     # -- the ledger --------------------------------------------------------------------------
 
-    def _create_ledger(self) -> None:
-        db = self.store.db
-        if LEDGER not in db.table_names():
-            db[LEDGER].create({"host_id": str, "launch_epoch_seconds": float,
-                               "length_seconds": float, "predictor": str, "mean": float,
-                               "p50": float, "p90": float, "p95": float,
-                               "realised_seconds": float},
-                              pk=("host_id", "launch_epoch_seconds", "length_seconds",
-                                  "predictor"))
-
-    def _flush(self) -> None:
-        """Write this catch-up's launches and outcomes in one transaction."""
-        writes, self._writes = self._writes, []
-        if not writes:
-            return
-        db = self.store.db
-        with db.conn:
-            for launch, outcome in writes:
-                if launch is not None:
-                    db.execute(f"INSERT OR REPLACE INTO {LEDGER} ({', '.join(launch)}) VALUES "
-                               f"({', '.join('?' * len(launch))})", list(launch.values()))
-                else:
-                    db.execute(f"UPDATE {LEDGER} SET realised_seconds = ? WHERE host_id = ? "
-                               "AND launch_epoch_seconds = ? AND length_seconds = ?",
-                               list(outcome))
-
     def ledger(self, host_ids: Sequence[str] | None = None) -> list[dict[str, Any]]:
         """Scored shadow launches (oldest first), every predictor's row."""
-        query = f"SELECT * FROM {LEDGER} WHERE realised_seconds IS NOT NULL"
-        params: list[Any] = []
-        if host_ids:
-            query += f" AND host_id IN ({', '.join('?' * len(host_ids))})"
-            params = list(host_ids)
-        return list(self.store.db.query(query + " ORDER BY launch_epoch_seconds, host_id",
-                                        params))
+        return self.shadow_ledger.scored(host_ids)
 
 
 def _copies(host: Host, n: int) -> list[Host]:
