@@ -55,7 +55,7 @@ def bench_query(sizes: list[int], rng: np.random.Generator) -> list[dict[str, An
         bank = _filled_bank(size, rng)
         steady = [Backlog.steady_state()] * size
         factors = rng.uniform(0.9, 1.4, (size, 3))
-        ours, result = _timed(5, _calibrated, bank, hosts, work, steady, factors)
+        ours, result = _timed(15, _calibrated, bank, hosts, work, steady, factors)
         base, _ = _timed(1 if size > 256 else 3, baseline_predict, hosts, work)
         rows.append({"hosts": size, "seconds": ours, "baseline_seconds": base,
                      "vs_baseline": base / ours, "mean": result.mean})
@@ -105,7 +105,7 @@ def _per_host_hour(cpu: float, made: int, calibration: Calibration) -> dict[str,
 def run(quick: bool = False, seed: int = 1) -> dict[str, Any]:
     rng = np.random.default_rng(seed)
     if quick:
-        return {"query": bench_query([16, 256], rng), "refresh": bench_refresh(1, 1.0)}
+        return {"query": bench_query([16, 256], rng), "refresh": bench_refresh(1, 1.0, 2)}
     return {"query": bench_query([16, 256, 1024], rng), "refresh": bench_refresh(4, 2.0)}
 
 
