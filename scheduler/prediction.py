@@ -204,9 +204,8 @@ def predict_hosts(hosts: Sequence[Host], shares: Sequence[float], dist: str = DE
     and std NaN, no quantiles)."""
     hosts = with_processes(check_hosts(hosts), None)
     check_dist(dist)
-    share_array = np.asarray(shares, dtype=float)
-    work = check_work(float(share_array.sum()))
-    share_array = _check_shares(share_array, len(hosts), work)
+    work = check_work(float(np.sum(np.asarray(shares, dtype=float))))
+    share_array = _check_shares(shares, len(hosts), work)
     return _predict(host_arrays(hosts, backlog), work, share_array, dist, "equal-mean",
                     task_law=False)
 
@@ -321,10 +320,10 @@ def _power(values: np.ndarray, count: float) -> np.ndarray:
     and an exp per value)."""
     if not (count.is_integer() and 1 <= count <= 64):
         return values ** count
-    out, base, left = None, values, int(count)
+    out, base, left = np.ones_like(values), values, int(count)
     while left:
         if left & 1:
-            out = base.copy() if out is None else out * base
+            out = out * base
         left >>= 1
         if left:
             base = base * base
