@@ -115,11 +115,18 @@ class Outcomes:
     def __init__(self, series: CapacitySeries) -> None:
         self.series = series
         self._known: dict[tuple[float, float], float | None] = {}
+        # no interval frees more CPU than its length: a task cannot have finished before
+        # launch + dedicated, and one the series does not reach that far is not worked out
+        self._bounded = bool((series.free <= (series.end - series.start)[:, None]).all())
 
     def realised_seconds(self, launch_epoch: float, dedicated_seconds: float) -> float | None:
         key = (launch_epoch, dedicated_seconds)
         if key not in self._known:
-            self._known[key] = realised_seconds(self.series, launch_epoch, dedicated_seconds)
+            if self._bounded and self.series.covered_until < launch_epoch + dedicated_seconds:
+                self._known[key] = None
+            else:
+                self._known[key] = realised_seconds(self.series, launch_epoch,
+                                                    dedicated_seconds)
         return self._known[key]
 
     def overran(self, launch_epoch: float, dedicated_seconds: float,

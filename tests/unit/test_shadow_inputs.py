@@ -73,3 +73,24 @@ def test_a_measurement_stored_late_makes_it_read_everything(feed):
     assert 0.9 in [span[3] for span in extended.spans]
     _same(extended, fresh)
     assert np.isfinite(extended.bin_means(int(late["end_epoch_seconds"] // 3600), 3600.0)).all()
+
+
+def test_outcomes_are_the_series_own_whether_worked_out_or_not(feed):
+    from ghs.manager.realised import Outcomes, realised_seconds
+
+    store, _ = feed
+    inputs = ShadowInputs.load(store, "ws1", 1, since_epoch_seconds=ZERO_EPOCH_SECONDS)
+    outcomes = Outcomes(inputs.capacity)
+    assert outcomes._bounded  # the shortcut is taken on a real series
+    end = inputs.capacity.covered_until
+    for launch in (ZERO_EPOCH_SECONDS + 600.0, end - 7200.0, end - 900.0):
+        for dedicated in (300.0, 3600.0, 4 * 3600.0):
+            expected = realised_seconds(inputs.capacity, launch, dedicated)
+            assert outcomes.realised_seconds(launch, dedicated) == expected
+            assert outcomes.realised_seconds(launch, dedicated) == expected  # remembered
+            for bound in (dedicated, 2 * dedicated):
+                got = outcomes.overran(launch, dedicated, bound)
+                if end < launch + bound:
+                    assert not got  # not known yet
+                elif expected is not None:
+                    assert got == (expected > bound)
