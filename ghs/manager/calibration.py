@@ -113,9 +113,12 @@ class Calibration:
                         calibrator.grow(rows)
             return found
 
-    def hours_behind(self, host_id: str) -> float:
-        """Whole hours of the host's record not yet launched on (inf before the first)."""
-        latest = self.store.streams.latest_epoch_seconds(host_id)
+    def hours_behind(self, host_id: str, latest_epoch_seconds: float | None = None) -> float:
+        """Whole hours of the host's record not yet launched on (inf before the first);
+        ``latest_epoch_seconds``: the host's newest record if the caller has it."""
+        latest = latest_epoch_seconds
+        if latest is None:
+            latest = self.store.streams.latest_epoch_seconds(host_id)
         with self.lock:
             track = self.tracks.get(host_id)
             if latest is None:
@@ -125,14 +128,17 @@ class Calibration:
             return max(0.0, (math.floor(latest / HOUR_SECONDS) * HOUR_SECONDS
                              - track.next_launch) / HOUR_SECONDS + 1.0)
 
-    def advance(self, host_id: str, cores: int, *, max_hours: int | None = None) -> int:
+    def advance(self, host_id: str, cores: int, *, max_hours: int | None = None,
+                latest_epoch_seconds: float | None = None) -> int:
         """Make the shadow launches of the whole hours the host's records have passed (at
         most ``max_hours`` of them: a long catch-up goes in chunks, so a query waiting for
         the lock waits for one chunk) and score those now known. Returns how many launches
-        were made."""
+        were made. ``latest_epoch_seconds``: the host's newest record if the caller has it."""
         with self.lock:
             track = self.track(host_id, cores)
-            latest = self.store.streams.latest_epoch_seconds(host_id)
+            latest = latest_epoch_seconds
+            if latest is None:
+                latest = self.store.streams.latest_epoch_seconds(host_id)
             if latest is None:
                 return 0
             last_hour = math.floor(latest / HOUR_SECONDS) * HOUR_SECONDS
