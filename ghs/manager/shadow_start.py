@@ -96,10 +96,12 @@ class ShadowInputs:
 
     def trimmed(self, rows_since_epoch_seconds: float, since_epoch_seconds: float
                 ) -> ShadowInputs:
-        """Only what a later catch-up from these times on reads (what a track keeps)."""
+        """Only what a later catch-up from these times on reads again (what a track keeps;
+        snapshots and templates are read anew each time)."""
         keep = int(np.searchsorted(self.end, rows_since_epoch_seconds, side="right"))
         return replace(self, rows=self.rows[keep:], end=self.end[keep:],
-                       capacity=self.capacity.since(since_epoch_seconds),
+                       capacity=self.capacity.since(since_epoch_seconds), snapshots=[],
+                       snapshot_times=np.empty(0), templates=[],
                        _measurements=self._measurements[keep:], spans=self.spans[keep:])
 
     def measurements(self, first: int, stop: int) -> list[Any]:
