@@ -93,6 +93,8 @@ class Calibration:
         self.views = VIEWS + (("record",) if start_by_record else ())
         self.calibrators = {view: [Calibrator(0) for _ in self.lengths] for view in self.views}
         self.tracks: dict[str, _Track] = {}
+        # each host's newest record (epoch seconds) as a query's catch-up check last saw it
+        self.latest_seen: dict[str, float | None] = {}
         self.lock = threading.RLock()
         self.shadow_ledger = ShadowLedger(store)
         self._absorbed: set[tuple[int, str]] = set()

@@ -88,12 +88,13 @@ class QueryService:
         self.calibration.absorb_reports(self.clock() - 2 * 86400.0)
         return made
 
-    def _top_up(self, host_id: str, cores: int, latest_epoch_seconds: float | None = None
-                ) -> None:
+    def _top_up(self, host_id: str, cores: int) -> None:
         """A query brings a nearly current host up to date; a long catch-up is left to the
         background refresh (the host is answered from the record it has so far)."""
-        if self.calibration.hours_behind(host_id, latest_epoch_seconds) <= QUERY_CATCH_UP_HOURS:
-            self.calibration.advance(host_id, cores, latest_epoch_seconds=latest_epoch_seconds)
+        latest = self.cache.store.streams.latest_epoch_seconds(host_id)
+        self.calibration.latest_seen[host_id] = latest
+        if self.calibration.hours_behind(host_id, latest) <= QUERY_CATCH_UP_HOURS:
+            self.calibration.advance(host_id, cores, latest_epoch_seconds=latest)
 
     def backtest(self, hosts: Sequence[str] | None = None,
                  work_seconds: Sequence[float] | None = None,
@@ -126,15 +127,13 @@ class QueryService:
         mode = self.settings.start_choice
         if mode == "auto":
             mode = "carried" if len(chosen) == 1 else "state"
-        streams = self.cache.store.streams
-        # each host's newest record, looked up once for the catch-up and the launch time
-        latest = [streams.latest_epoch_seconds(h.name) for h in chosen]
         tracks = []
-        for host, newest in zip(chosen, latest):
-            self._top_up(host.name, host.cores, newest)
+        for host in chosen:
+            self._top_up(host.name, host.cores)
             tracks.append(self.calibration.track(host.name, host.cores))
         now = self.clock()
-        at = np.array([newest or now for newest in latest])
+        # each host's newest record as its catch-up check looked it up (once per host)
+        at = np.array([self.calibration.latest_seen.get(h.name) or now for h in chosen])
         duration = predict(list(chosen), work_seconds, self.settings.distribution,
                            backlog=starts_in).mean
         for _ in range(2):
