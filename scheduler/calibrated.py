@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from scheduler.conformal import LEVELS, level_map
+from scheduler.conformal import LEVELS
 from scheduler.errors import InvalidArgumentError
 from scheduler.prediction import Prediction
 
@@ -56,12 +56,17 @@ def calibrate(prediction: Any, factors: Any, levels: Any = LEVELS) -> Calibrated
 
 def _calibrate(prediction: Any, factors: np.ndarray, levels: np.ndarray) -> CalibratedLaw:
     grid = _grid(prediction, factors)
-    host_cdf = np.maximum.accumulate(np.clip(prediction.host_cdf(grid), 0.0, 1.0), axis=1)
+    host_cdf = _monotone_rows(np.clip(prediction.host_cdf(grid), 0.0, 1.0))
     model_q = _row_quantiles(grid, host_cdf, levels)
     reported = np.maximum.accumulate(model_q * factors, axis=1)
     at_reported = np.maximum.accumulate(_row_interp(grid, host_cdf, reported), axis=1)
-    calibrated = level_map(host_cdf, at_reported, levels)
-    task_cdf = np.maximum.accumulate(np.prod(calibrated, axis=0))
+    task_cdf = np.zeros(grid.size)
+    # Where a host has not started (F = 0) and its map keeps 0 at 0, the product is 0: only
+    # the points past the last such host's start are mapped.
+    holds = at_reported[:, 0] > 0
+    live = int((host_cdf == 0).sum(axis=1)[holds].max()) if holds.any() else 0
+    task_cdf[live:] = np.prod(_level_map(host_cdf[:, live:], at_reported, levels), axis=0)
+    task_cdf = np.maximum.accumulate(task_cdf)
     names = list(REPORTED)
     values = _row_quantiles(grid, task_cdf[None, :], np.array(list(REPORTED.values())))[0]
     # The moments integrate the survival function on the grid; the model's own law, integrated
@@ -74,6 +79,37 @@ def _calibrate(prediction: Any, factors: np.ndarray, levels: np.ndarray) -> Cali
     std = float(np.sqrt(max(second - mean * mean, 0.0)))
     return CalibratedLaw(float(mean), std, dict(zip(names, map(float, values))), reported,
                          factors, grid, task_cdf)
+
+
+def _monotone_rows(cdf: np.ndarray) -> np.ndarray:
+    """Each row made non-decreasing by a running maximum (checked first: the running maximum
+    costs several times the check, and most rows come non-decreasing)."""
+    if (cdf[:, 1:] < cdf[:, :-1]).any():
+        return np.maximum.accumulate(cdf, axis=1)
+    return cdf
+
+
+def _level_map(cdf: np.ndarray, model_levels: np.ndarray, levels: np.ndarray) -> np.ndarray:
+    """:func:`scheduler.conformal.level_map` (same arguments, checked there) as a sum of
+    clipped ramps, one per segment between knots: a few passes over (hosts, points) instead
+    of gathering each value's segment. A zero-width segment is a step at its knot (the upper
+    knot wins a tie, as there)."""
+    knots = np.concatenate([np.zeros((cdf.shape[0], 1)), model_levels,
+                            np.ones((cdf.shape[0], 1))], axis=1)
+    rises = np.diff(np.concatenate([[0.0], levels, [1.0]]))
+    widths = np.diff(knots, axis=1)
+    steps = widths <= 0
+    slopes = rises / np.where(steps, np.inf, widths)
+    out = np.zeros_like(cdf)
+    ramp = np.empty_like(cdf)
+    for j, rise in enumerate(rises):
+        np.subtract(cdf, knots[:, j:j + 1], out=ramp)
+        ramp *= slopes[:, j:j + 1]
+        out += np.clip(ramp, 0.0, rise, out=ramp)
+        rows = np.flatnonzero(steps[:, j])
+        if rows.size:
+            out[rows] += rise * (cdf[rows] >= knots[rows, j:j + 1])
+    return np.clip(out, 0.0, 1.0, out=out)
 
 
 def _integral(grid: np.ndarray, survival: np.ndarray, power: int) -> float:
@@ -94,7 +130,7 @@ def host_quantiles(prediction: Any, levels: Any = LEVELS) -> np.ndarray:
     means, stds = prediction.host_moments()
     high = float(np.max(means + 12.0 * stds)) * 1.5
     grid = np.geomspace(0.5 * positive.min(), max(high, 4.0 * positive.min()), 4 * GRID_POINTS)
-    cdf = np.maximum.accumulate(np.clip(prediction.host_cdf(grid), 0.0, 1.0), axis=1)
+    cdf = _monotone_rows(np.clip(prediction.host_cdf(grid), 0.0, 1.0))
     return np.where(dedicated[:, None] > 0, _row_quantiles(grid, cdf, nominal), 0.0)
 
 

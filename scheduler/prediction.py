@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -34,6 +35,8 @@ REL_TOL = 1e-5
 # mixture's exact moments (heavy-tailed backlogs lose some accuracy in the quantiles, see
 # scheduler.model.collapsed_servers), which costs what an idle start costs.
 MIXTURE_MAX_COMPONENTS = 256
+# a survival below this leaves 1 - q sf equal to 1 in double precision
+_ROUNDS_TO_ONE = 1e-17
 
 
 @dataclass(frozen=True, eq=False)
@@ -76,6 +79,15 @@ class Prediction:
     def host_cdf(self, x: Any) -> np.ndarray:
         """P(host k has finished its share by x): shape (hosts, len(x)) for times x (seconds)."""
         flat = np.asarray(x, dtype=float).reshape(1, -1)
+        if isinstance(self._host_servers, Servers):
+            if (np.diff(flat[0]) >= 0).all():
+                return _servers_cdf(self._host_servers, flat[0], len(self.hosts))
+            order = np.argsort(flat[0], kind="stable")
+            cdf = np.empty((len(self.hosts), flat.size))
+            cdf[:, order] = _servers_cdf(self._host_servers, flat[0][order], len(self.hosts))
+            return cdf
+        # A backlog mixture keeps the log route: its CDF can stay at a level such as 0.5 or
+        # 0.9 between atoms, where a rounding difference moves the quantile across the flat.
         per_server = completion.servers_log_cdf(self._host_servers, flat)[0]
         mult = self._host_servers.mult[0]
         # a host's share finishes when all of its processes do: F_k to the power of processes
@@ -86,6 +98,12 @@ class Prediction:
 
     def host_moments(self) -> tuple[np.ndarray, np.ndarray]:
         """(mean, std) of each host's own completion time (the max over its cores)."""
+        means, stds = self._host_moments
+        return means.copy(), stds.copy()
+
+    @cached_property
+    def _host_moments(self) -> tuple[np.ndarray, np.ndarray]:
+        # integrated host by host for a backlog: worked out once, asked for several times
         if isinstance(self._host_servers, MixtureServers):
             return _mixture_host_moments(self._host_servers, len(self.hosts))
         if self.backlog_law is not None:
@@ -176,6 +194,22 @@ def predict(hosts: Sequence[Host], work: float, dist: str = DEFAULT_DIST,
     return _predict(arrays, work, share_array, dist, partition)
 
 
+def predict_hosts(hosts: Sequence[Host], shares: Sequence[float], dist: str = DEFAULT_DIST, *,
+                  backlog: Sequence[Backlog] | Mapping[str, Backlog] | None = None
+                  ) -> Prediction:
+    """Many single-host tasks at once: host k runs ``shares[k]`` reference-CPU-seconds. The
+    result's ``host_cdf``, ``host_moments`` and per-host fields are those of
+    ``predict(hosts, sum(shares), dist, shares=shares, backlog=backlog)``; the law of the
+    slowest share over all hosts, which such a batch does not need, is not worked out (mean
+    and std NaN, no quantiles)."""
+    hosts = with_processes(check_hosts(hosts), None)
+    check_dist(dist)
+    work = check_work(float(np.sum(np.asarray(shares, dtype=float))))
+    share_array = _check_shares(shares, len(hosts), work)
+    return _predict(host_arrays(hosts, backlog), work, share_array, dist, "equal-mean",
+                    task_law=False)
+
+
 def host_arrays(hosts: Sequence[Host],
                 backlog: Sequence[Backlog] | Mapping[str, Backlog] | None) -> HostArrays:
     """Column arrays of ``hosts`` with their backlog laws (None: idle, no backlog arrays)."""
@@ -201,32 +235,38 @@ def _check_shares(shares: Sequence[float], count: int, work: float) -> np.ndarra
 
 
 def _predict(arrays: HostArrays, work: float, shares: np.ndarray, dist: str,
-             partition: str) -> Prediction:
+             partition: str, task_law: bool = True) -> Prediction:
     codes = distribution_codes(dist, arrays.rho)
     backlog = arrays.backlog
     # the exact mixture over the backlog atoms while it stays cheap, else the moment fit
     mixture = backlog is not None and backlog.spread_atoms(shares > 0) <= MIXTURE_MAX_COMPONENTS
     host_servers = build_servers(arrays, shares[None, :], codes[None, :], mixture)
     servers: AnyServers
-    if isinstance(host_servers, MixtureServers):
+    if not task_law:
+        servers = host_servers
+    elif isinstance(host_servers, MixtureServers):
         used = host_servers.mult[0] > 0
         servers = MixtureServers(Servers(**{name: getattr(host_servers.parts, name)[:, used]
                                             for name in _FIELDS}),
                                  host_servers.weight[:, used], host_servers.mult[:, used])
     else:
         servers = _merge_identical(host_servers)
-    mean, var, _, samples = completion.moments_and_samples(servers, REL_TOL)
-    std = math.sqrt(max(float(var[0]), 0.0))
-    levels = np.array(list(QUANTILE_LEVELS.values()))
-    points = completion.quantiles(servers, levels, mean, np.sqrt(var), samples=samples)[0]
+    mean, std, quantiles = math.nan, math.nan, {}
+    if task_law:
+        moments, var, _, samples = completion.moments_and_samples(servers, REL_TOL)
+        mean, std = float(moments[0]), math.sqrt(max(float(var[0]), 0.0))
+        levels = np.array(list(QUANTILE_LEVELS.values()))
+        points = completion.quantiles(servers, levels, moments, np.sqrt(var),
+                                      samples=samples)[0]
+        quantiles = {name: float(value) for name, value in zip(QUANTILE_LEVELS, points)}
     return Prediction(
         hosts=arrays.names,
         work=work,
         shares=shares,
         dedicated_seconds=shares / (arrays.processes * arrays.tau),
-        mean=float(mean[0]),
+        mean=mean,
         std=std,
-        quantiles={name: float(value) for name, value in zip(QUANTILE_LEVELS, points)},
+        quantiles=quantiles,
         distribution=dist,
         partition=partition,
         _servers=servers,
@@ -238,15 +278,70 @@ def _predict(arrays: HostArrays, work: float, shares: np.ndarray, dist: str,
     )
 
 
+def _servers_cdf(servers: Servers, x: np.ndarray, hosts: int) -> np.ndarray:
+    """(hosts, len(x)) CDF of each host's completion, ``x`` increasing: the product over its
+    core groups of F^mult, F = 1 - q sf(x - t) from t on. The values of exp(summed
+    Servers.log_cdf) to rounding, without a log and an exp per point."""
+    mult = servers.mult[0]
+    cdf = _component_cdfs(servers, x)
+    # no share (mult 0): finished from the start; a host's share finishes when all of its
+    # processes do (a few distinct counts)
+    cdf[mult == 0] = 1.0
+    for count in np.unique(mult):
+        if count not in (0.0, 1.0):
+            rows = mult == count
+            cdf[rows] = _power(cdf[rows], float(count))
+    groups = cdf.shape[0] // hosts
+    return cdf if groups == 1 else cdf.reshape(hosts, groups, -1).prod(axis=1)
+
+
+def _component_cdfs(servers: Servers, x: np.ndarray) -> np.ndarray:
+    """(servers, len(x)) F = 1 - q sf(x - t) of each server type (its mult aside), evaluated
+    only where F is neither 0 (before t) nor 1 to double precision (past the point where
+    q sf < 1e-17, 1 - q sf rounds to 1 exactly): a contiguous run of points per server."""
+    t = servers.t[0]
+    first = np.searchsorted(x, t)
+    stop = np.maximum(np.searchsorted(x, servers.upper_bound(_ROUNDS_TO_ONE)[0]), first)
+    cdf = (np.arange(x.size)[None, :] >= stop[:, None]).astype(float)
+    counts = stop - first
+    rows = np.repeat(np.arange(t.size), counts)
+    flat = np.arange(rows.size) + np.repeat(first + x.size * np.arange(t.size)
+                                            - np.cumsum(counts) + counts, counts)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        survival = fits.sf(servers.code[0][rows], np.repeat(servers.p1[0], counts),
+                           np.repeat(servers.p2[0], counts),
+                           x[flat - rows * x.size] - np.repeat(t, counts))
+    cdf.ravel()[flat] = 1.0 - np.repeat(servers.q[0], counts) * survival
+    return cdf
+
+
+def _power(values: np.ndarray, count: float) -> np.ndarray:
+    """values ** count, by repeated squaring for a whole count (a general power costs a log
+    and an exp per value)."""
+    if not (count.is_integer() and 1 <= count <= 64):
+        return values ** count
+    out, base, left = np.ones_like(values), values, int(count)
+    while left:
+        if left & 1:
+            out = out * base
+        left >>= 1
+        if left:
+            base = base * base
+    return out
+
+
 def _merge_identical(servers: Servers) -> Servers:
     """One server type per distinct law (a lab of identical machines costs one evaluation)."""
     used = servers.mult[0] > 0
     rows = np.column_stack([servers.t[0], servers.q[0], servers.code[0], servers.p1[0],
                             servers.p2[0]])[used]
-    unique, inverse = np.unique(rows, axis=0, return_inverse=True)
-    if len(unique) == len(rows):
+    # rows sorted as np.unique(axis=0) sorts them (first column first): a distinct set, the
+    # usual case, is seen without np.unique's sort of whole rows
+    order = np.lexsort(rows.T[::-1])
+    if (np.diff(rows[order], axis=0) != 0).any(axis=1).all():
         return Servers(**{name: getattr(servers, name)[:, used]
                           for name in ("t", "q", "code", "p1", "p2", "mult")})
+    unique, inverse = np.unique(rows, axis=0, return_inverse=True)
     mult = np.bincount(inverse.ravel(), servers.mult[0][used], len(unique))
     return Servers(t=unique[None, :, 0], q=unique[None, :, 1],
                    code=unique[None, :, 2].astype(int), p1=unique[None, :, 3],

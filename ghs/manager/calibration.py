@@ -30,12 +30,14 @@ from typing import Any
 
 import numpy as np
 
-from ghs.manager.realised import CapacitySeries, overran, realised_seconds
+from ghs.manager.realised import Outcomes
+from ghs.manager.shadow_ledger import ShadowLedger
 from ghs.manager.shadow_start import ShadowInputs, host_at, starts_of
-from scheduler import Calibrator, ForecastBank, Host, predict
+from scheduler import Calibrator, ForecastBank, Host
 from scheduler.backlog import Backlog
 from scheduler.backlog_weight import BacklogWeights, WeightSettings
 from scheduler.calibrated import host_quantiles
+from scheduler.prediction import predict_hosts
 
 HOUR_SECONDS = 3600.0
 VIEWS = ("carried", "state")
@@ -45,7 +47,6 @@ LEDGER_NAMES = {"carried": ("calibrated", "uncalibrated"),
                 "record": ("calibrated-record", "uncalibrated-record")}
 LEVELS = ("p50", "p90", "p95")
 DIST = "lognormal"
-LEDGER = "shadow_launches"
 
 
 @dataclass
@@ -69,6 +70,8 @@ class _Track:
     next_launch: float | None = None
     next_bin: int | None = None
     pending: list[_Shadow] = field(default_factory=list)
+    # the last catch-up's records, extended by the next one
+    inputs: ShadowInputs | None = None
 
 
 class Calibration:
@@ -90,10 +93,11 @@ class Calibration:
         self.views = VIEWS + (("record",) if start_by_record else ())
         self.calibrators = {view: [Calibrator(0) for _ in self.lengths] for view in self.views}
         self.tracks: dict[str, _Track] = {}
+        # each host's newest record (epoch seconds) as a query's catch-up check last saw it
+        self.latest_seen: dict[str, float | None] = {}
         self.lock = threading.RLock()
-        self._writes: list[tuple[dict[str, Any] | None, tuple[Any, ...] | None]] = []
+        self.shadow_ledger = ShadowLedger(store)
         self._absorbed: set[tuple[int, str]] = set()
-        self._create_ledger()
 
     # -- keeping up --------------------------------------------------------------------------
 
@@ -111,9 +115,12 @@ class Calibration:
                         calibrator.grow(rows)
             return found
 
-    def hours_behind(self, host_id: str) -> float:
-        """Whole hours of the host's record not yet launched on (inf before the first)."""
-        latest = self.store.streams.latest_epoch_seconds(host_id)
+    def hours_behind(self, host_id: str, latest_epoch_seconds: float | None = None) -> float:
+        """Whole hours of the host's record not yet launched on (inf before the first);
+        ``latest_epoch_seconds``: the host's newest record if the caller has it."""
+        latest = latest_epoch_seconds
+        if latest is None:
+            latest = self.store.streams.latest_epoch_seconds(host_id)
         with self.lock:
             track = self.tracks.get(host_id)
             if latest is None:
@@ -123,14 +130,17 @@ class Calibration:
             return max(0.0, (math.floor(latest / HOUR_SECONDS) * HOUR_SECONDS
                              - track.next_launch) / HOUR_SECONDS + 1.0)
 
-    def advance(self, host_id: str, cores: int, *, max_hours: int | None = None) -> int:
+    def advance(self, host_id: str, cores: int, *, max_hours: int | None = None,
+                latest_epoch_seconds: float | None = None) -> int:
         """Make the shadow launches of the whole hours the host's records have passed (at
         most ``max_hours`` of them: a long catch-up goes in chunks, so a query waiting for
         the lock waits for one chunk) and score those now known. Returns how many launches
-        were made."""
+        were made. ``latest_epoch_seconds``: the host's newest record if the caller has it."""
         with self.lock:
             track = self.track(host_id, cores)
-            latest = self.store.streams.latest_epoch_seconds(host_id)
+            latest = latest_epoch_seconds
+            if latest is None:
+                latest = self.store.streams.latest_epoch_seconds(host_id)
             if latest is None:
                 return 0
             last_hour = math.floor(latest / HOUR_SECONDS) * HOUR_SECONDS
@@ -142,18 +152,31 @@ class Calibration:
                 last_hour, first + (max_hours - 1) * HOUR_SECONDS)
             # a new host's forecasters start from the days before its first launch
             since = first - (self.history_days if track.next_bin is None else 2) * 86400.0
+            # measurements are needed from the first bin to push and a day before the first
+            # launch (its 24-hour estimate); the capacity series from ``since`` (outcomes)
+            rows_since = None if track.next_bin is None else min(
+                first - 86400.0, track.next_bin * self.bank.settings.bin_seconds
+                - self.bank.settings.utc_offset_seconds)
             inputs = ShadowInputs.load(self.store, host_id, track.cores,
-                                       since_epoch_seconds=since)
+                                       since_epoch_seconds=since,
+                                       rows_since_epoch_seconds=rows_since,
+                                       previous=track.inputs)
             if track.next_bin is None:
                 track.next_bin = int(self.bank.bin_of(since))
             made = 0
+            outcomes = Outcomes(inputs.capacity)
             for hour in np.arange(first, stop + 1.0, HOUR_SECONDS):
                 self._push_bins(track, inputs, float(hour))
-                self._settle(host_id, track, inputs.capacity, float(hour))
+                self._settle(host_id, track, outcomes, float(hour))
                 made += self._launch(host_id, track, inputs, float(hour))
             track.next_launch = stop + HOUR_SECONDS
-            self._settle(host_id, track, inputs.capacity, latest if stop == last_hour else stop)
-            self._flush()
+            # keep what the next catch-up reads again: a day of measurements, 2 of capacity
+            bin_start = track.next_bin * self.bank.settings.bin_seconds \
+                - self.bank.settings.utc_offset_seconds
+            track.inputs = inputs.trimmed(min(track.next_launch - 86400.0, bin_start),
+                                          track.next_launch - 2 * 86400.0)
+            self._settle(host_id, track, outcomes, latest if stop == last_hour else stop)
+            self.shadow_ledger.flush()
             return made
 
     def _push_bins(self, track: _Track, inputs: ShadowInputs, until: float) -> None:
@@ -177,19 +200,19 @@ class Calibration:
         backlog = inputs.backlog_at(day, snapshot)
         works = self.lengths * track.cores * day.tau
         n = len(works)
-        paper = predict(_copies(day, n), float(works.sum()), DIST, shares=works)
+        paper = predict_hosts(_copies(day, n), works, DIST)
         paper_means, _ = paper.host_moments()
         paper_q = host_quantiles(paper)
+        # one window forecast per length serves every view
+        windows = [self._window([track], at, paper_means[j]) for j in range(n)]
         hosts, starts = [], []
         for view in self.views:
             for j in range(n):
-                found, start, _ = self.view_hosts([track], [day], [backlog], at,
-                                                  paper_means[j], view)
+                found, start, _ = self._view_of(*windows[j], [track], [day], [backlog], view)
                 hosts.append(found[0])
                 starts.append(start[0])
         shares = np.tile(works, len(self.views))
-        model = predict(_copies_of(hosts), float(shares.sum()), DIST, shares=shares,
-                        backlog=starts)
+        model = predict_hosts(_copies_of(hosts), shares, DIST, backlog=starts)
         means = model.host_moments()[0].reshape(len(self.views), n)
         model_q = host_quantiles(model).reshape(len(self.views), n, -1)
         candidates = None
@@ -210,11 +233,11 @@ class Calibration:
                      (LEDGER_NAMES[view][1], means[v], model_q[v])]
         for name, mean, q in rows:
             for j, length in enumerate(self.lengths):
-                self._writes.append(({"host_id": host_id, "launch_epoch_seconds": at,
-                                      "length_seconds": float(length), "predictor": name,
-                                      "mean": float(mean[j]),
-                                      **dict(zip(LEVELS, map(float, q[j]))),
-                                      "realised_seconds": None}, None))
+                self.shadow_ledger.launch({"host_id": host_id, "launch_epoch_seconds": at,
+                                    "length_seconds": float(length), "predictor": name,
+                                    "mean": float(mean[j]),
+                                    **dict(zip(LEVELS, map(float, q[j]))),
+                                    "realised_seconds": None})
         return n
 
     def _candidate_means(self, track: _Track, day: Host, backlog: Backlog, at: float,
@@ -233,31 +256,29 @@ class Calibration:
                 hosts.append(starts_of(day, values, arrivals_only=False))
                 starts.append(Backlog.idle())
                 shares.append(work)
-        p = predict(_copies_of(hosts), float(np.sum(shares)), DIST, shares=shares,
-                    backlog=starts)
+        p = predict_hosts(_copies_of(hosts), shares, DIST, backlog=starts)
         return p.host_moments()[0].reshape(len(works), -1)
 
-    def _settle(self, host_id: str, track: _Track, series: CapacitySeries, now: float) -> None:
+    def _settle(self, host_id: str, track: _Track, outcomes: Outcomes, now: float) -> None:
         still = []
         for shadow in track.pending:
             if shadow.launch >= now:
                 still.append(shadow)
                 continue
-            realised = realised_seconds(series, shadow.launch, shadow.dedicated)
+            realised = outcomes.realised_seconds(shadow.launch, shadow.dedicated)
             if realised is not None and shadow.launch + realised <= now:
                 self._score(track, shadow, realised)
                 if shadow.view == self.views[0]:  # one outcome per launch and length
-                    self._writes.append((None, (realised, host_id, shadow.launch,
-                                                shadow.dedicated)))
-            elif not shadow.decided and overran(series, shadow.launch, shadow.dedicated,
-                                                float(shadow.reported[-1])) and (
-                    shadow.launch + shadow.reported[-1] <= now):
+                    self.shadow_ledger.outcome(realised, host_id, shadow.launch, shadow.dedicated)
+            elif not shadow.decided and shadow.launch + shadow.reported[-1] <= now and \
+                    outcomes.overran(shadow.launch, shadow.dedicated,
+                                     float(shadow.reported[-1])):
                 # a miss of every level, known before the task ends
                 self.calibrators[shadow.view][shadow.length].record(
                     [track.row], np.ones((1, 3), bool), (shadow.pooled > 0)[None])
                 shadow.decided = True
                 still.append(shadow)
-            elif series.covered_until < shadow.launch + 30 * 86400.0:
+            elif outcomes.series.covered_until < shadow.launch + 30 * 86400.0:
                 still.append(shadow)
         track.pending = still
 
@@ -304,11 +325,22 @@ class Calibration:
         load, which carries the jobs running now), ``state`` (the given start, its jobs held
         as backlog under the forecast load of new arrivals) or ``record`` (for a host with
         jobs running, the start of lowest recent error on its record)."""
+        return self._view_of(*self._window(tracks, at, duration_seconds), tracks, days,
+                             backlogs, mode)
+
+    def _window(self, tracks: Sequence[_Track], at: Any, duration_seconds: float
+                ) -> tuple[Any, np.ndarray]:
+        """The window forecast of each host's lam and rho, and each host's start choice."""
         rows = np.array([[2 * t.row, 2 * t.row + 1] for t in tracks]).reshape(-1)
         launch = np.repeat(np.broadcast_to(np.asarray(at, dtype=float), (len(tracks),)), 2)
         with self.lock:
             found = self.bank.forecast(rows, launch, max(duration_seconds, 1.0))
             choices = self.weights.choose([t.row for t in tracks])
+        return found, choices
+
+    def _view_of(self, found: Any, choices: np.ndarray, tracks: Sequence[_Track],
+                 days: Sequence[Host], backlogs: Sequence[Backlog], mode: str
+                 ) -> tuple[list[Host], list[Backlog], list[dict[str, Any]]]:
         values = found.value.reshape(-1, 2)
         hosts, starts, described = [], [], []
         for k, (day, backlog) in enumerate(zip(days, backlogs)):
@@ -354,41 +386,9 @@ class Calibration:
 
     # -- the ledger --------------------------------------------------------------------------
 
-    def _create_ledger(self) -> None:
-        db = self.store.db
-        if LEDGER not in db.table_names():
-            db[LEDGER].create({"host_id": str, "launch_epoch_seconds": float,
-                               "length_seconds": float, "predictor": str, "mean": float,
-                               "p50": float, "p90": float, "p95": float,
-                               "realised_seconds": float},
-                              pk=("host_id", "launch_epoch_seconds", "length_seconds",
-                                  "predictor"))
-
-    def _flush(self) -> None:
-        """Write this catch-up's launches and outcomes in one transaction."""
-        writes, self._writes = self._writes, []
-        if not writes:
-            return
-        db = self.store.db
-        with db.conn:
-            for launch, outcome in writes:
-                if launch is not None:
-                    db.execute(f"INSERT OR REPLACE INTO {LEDGER} ({', '.join(launch)}) VALUES "
-                               f"({', '.join('?' * len(launch))})", list(launch.values()))
-                else:
-                    db.execute(f"UPDATE {LEDGER} SET realised_seconds = ? WHERE host_id = ? "
-                               "AND launch_epoch_seconds = ? AND length_seconds = ?",
-                               list(outcome))
-
     def ledger(self, host_ids: Sequence[str] | None = None) -> list[dict[str, Any]]:
         """Scored shadow launches (oldest first), every predictor's row."""
-        query = f"SELECT * FROM {LEDGER} WHERE realised_seconds IS NOT NULL"
-        params: list[Any] = []
-        if host_ids:
-            query += f" AND host_id IN ({', '.join('?' * len(host_ids))})"
-            params = list(host_ids)
-        return list(self.store.db.query(query + " ORDER BY launch_epoch_seconds, host_id",
-                                        params))
+        return self.shadow_ledger.scored(host_ids)
 
 
 def _copies(host: Host, n: int) -> list[Host]:

@@ -92,8 +92,10 @@ class QueryService:
     def _top_up(self, host_id: str, cores: int) -> None:
         """A query brings a nearly current host up to date; a long catch-up is left to the
         background refresh (the host is answered from the record it has so far)."""
-        if self.calibration.hours_behind(host_id) <= QUERY_CATCH_UP_HOURS:
-            self.calibration.advance(host_id, cores)
+        latest = self.cache.store.streams.latest_epoch_seconds(host_id)
+        self.calibration.latest_seen[host_id] = latest
+        if self.calibration.hours_behind(host_id, latest) <= QUERY_CATCH_UP_HOURS:
+            self.calibration.advance(host_id, cores, latest_epoch_seconds=latest)
 
     def backtest(self, hosts: Sequence[str] | None = None,
                  work_seconds: Sequence[float] | None = None,
@@ -128,9 +130,9 @@ class QueryService:
         for host in chosen:
             self._top_up(host.name, host.cores)
             tracks.append(self.calibration.track(host.name, host.cores))
-        streams = self.cache.store.streams
         now = self.clock()
-        at = np.array([streams.latest_epoch_seconds(h.name) or now for h in chosen])
+        # each host's newest record as its catch-up check looked it up (once per host)
+        at = np.array([self.calibration.latest_seen.get(h.name) or now for h in chosen])
         duration = predict(list(chosen), work_seconds, self.settings.distribution,
                            backlog=starts_in).mean
         for _ in range(2):

@@ -41,6 +41,18 @@ class CapacitySeries:
                 free[i] = row["available_cpu_seconds"] / free.shape[1]
         return cls(end - span, end, free)
 
+    def since(self, epoch_seconds: float) -> CapacitySeries:
+        """The intervals ending after ``epoch_seconds``."""
+        keep = self.end > epoch_seconds
+        return CapacitySeries(self.start[keep], self.end[keep], self.free[keep])
+
+    def extended(self, newer: CapacitySeries) -> CapacitySeries:
+        """This series followed by ``newer`` (intervals ending after this one's end, as a
+        host's intervals are stored in time order)."""
+        return CapacitySeries(np.concatenate([self.start, newer.start]),
+                              np.concatenate([self.end, newer.end]),
+                              np.concatenate([self.free, newer.free]))
+
     @property
     def covered_until(self) -> float:
         """The end of the series (epoch seconds; -inf when empty)."""
@@ -85,13 +97,7 @@ def overran(series: CapacitySeries, launch_epoch: float, dedicated_seconds: floa
             bound_seconds: float) -> bool:
     """Whether the task is known to run longer than ``bound_seconds``: the series covers
     launch + bound without a break and the task had not finished by then."""
-    horizon = launch_epoch + bound_seconds
-    if series.covered_until < horizon:
-        return False
-    realised = realised_seconds(series, launch_epoch, dedicated_seconds)
-    if realised is not None:
-        return realised > bound_seconds
-    return not _broken(series, launch_epoch, horizon)
+    return Outcomes(series).overran(launch_epoch, dedicated_seconds, bound_seconds)
 
 
 def _broken(series: CapacitySeries, launch_epoch: float, horizon: float) -> bool:
@@ -100,3 +106,36 @@ def _broken(series: CapacitySeries, launch_epoch: float, horizon: float) -> bool
     start, end = series.start[inside], series.end[inside]
     return bool(start.size == 0 or start[0] > launch_epoch + GAP_TOLERANCE_SECONDS or (
         start[1:] - end[:-1] > GAP_TOLERANCE_SECONDS).any())
+
+
+class Outcomes:
+    """:func:`realised_seconds` and :func:`overran` on one fixed ``series``, each launch and
+    length worked out once (a pending launch is asked again every hour of a catch-up)."""
+
+    def __init__(self, series: CapacitySeries) -> None:
+        self.series = series
+        self._known: dict[tuple[float, float], float | None] = {}
+        # no interval frees more CPU than its length: a task cannot have finished before
+        # launch + dedicated, and one the series does not reach that far is not worked out
+        self._bounded = bool((series.free <= (series.end - series.start)[:, None]).all())
+
+    def realised_seconds(self, launch_epoch: float, dedicated_seconds: float) -> float | None:
+        key = (launch_epoch, dedicated_seconds)
+        if key not in self._known:
+            if self._bounded and self.series.covered_until < launch_epoch + dedicated_seconds:
+                self._known[key] = None
+            else:
+                self._known[key] = realised_seconds(self.series, launch_epoch,
+                                                    dedicated_seconds)
+        return self._known[key]
+
+    def overran(self, launch_epoch: float, dedicated_seconds: float,
+                bound_seconds: float) -> bool:
+        horizon = launch_epoch + bound_seconds
+        if self.series.covered_until < horizon:
+            return False
+        realised = self.realised_seconds(launch_epoch, dedicated_seconds)
+        if realised is not None:
+            return realised > bound_seconds
+        return not _broken(self.series, launch_epoch, horizon)
+

@@ -9,7 +9,7 @@ before it.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -34,46 +34,100 @@ class ShadowInputs:
 
     cores: int
     tau: float
-    rows: list[dict[str, Any]]
+    rows: list[dict[str, Any] | None]
     end: np.ndarray
     capacity: CapacitySeries
     snapshots: list[dict[str, Any]]
     snapshot_times: np.ndarray
     templates: list[dict[str, Any]]
     first_start: float | None
+    _measurements: list[Any] = field(default_factory=list, repr=False)
+    # per row (start, end, lam, rho, tau): what bins and the speed need, kept after a row is
+    # converted and its stored form let go (a manager keeps a day of these per host)
+    spans: list[tuple[Any, ...]] = field(default_factory=list, repr=False)
 
     @classmethod
-    def load(cls, store: Any, host_id: str, cores: int, *, since_epoch_seconds: float
-             ) -> ShadowInputs:
-        rows = store.measurements(host_id, since_end=since_epoch_seconds)
+    def load(cls, store: Any, host_id: str, cores: int, *, since_epoch_seconds: float,
+             rows_since_epoch_seconds: float | None = None,
+             previous: ShadowInputs | None = None) -> ShadowInputs:
+        """The records from ``since`` on; ``rows_since`` (later, optional): the measurements
+        only from then on (a catch-up that needs fewer of them reads and converts fewer).
+        ``previous``: this host's inputs of an earlier catch-up; only what was stored since
+        is read (its measurements converted once), unless the store holds rows it did not
+        see (a measurement stored late), when everything is read again."""
+        rows_since = max(since_epoch_seconds, rows_since_epoch_seconds or -math.inf)
+        rows: list[dict[str, Any] | None] | None = None
+        capacity = None
+        if previous is not None and previous.cores == cores and previous.rows:
+            keep = int(np.searchsorted(previous.end, rows_since, side="right"))
+            newer = store.measurements(host_id, since_end=float(previous.end[-1]))
+            held = store.db.execute("SELECT COUNT(*) FROM measurements WHERE host_id = ? AND "
+                                    "end_epoch_seconds > ?", [host_id, rows_since]).fetchone()
+            if keep < len(previous.rows) and held[0] == len(previous.rows) - keep + len(newer):
+                rows = previous.rows[keep:] + newer
+                converted = previous._measurements[keep:] + [None] * len(newer)
+                spans = previous.spans[keep:] + _spans(newer)
+                capacity = previous.capacity.since(since_epoch_seconds).extended(
+                    CapacitySeries.from_rows(store.streams.capacity(
+                        host_id, since_epoch_seconds=max(previous.capacity.covered_until,
+                                                         since_epoch_seconds)), cores))
+        if rows is None:
+            rows = store.measurements(host_id, since_end=rows_since)
+            converted, spans = [None] * len(rows), _spans(rows)
+        if capacity is None:
+            capacity = CapacitySeries.from_rows(store.streams.capacity(
+                host_id, since_epoch_seconds=since_epoch_seconds), cores)
         facts = store.host(host_id)
-        taus = [row["tau"] for row in rows if row.get("tau")]
+        taus = [span[4] for span in spans if span[4]]
+        if not taus and rows_since_epoch_seconds is not None:
+            # the speed stated last since ``since``, as a load of every row would find
+            taus = [row[0] for row in store.db.execute(
+                "SELECT tau FROM measurements WHERE host_id = ? AND end_epoch_seconds > ? "
+                "AND tau IS NOT NULL AND tau != 0 ORDER BY end_epoch_seconds DESC LIMIT 1",
+                [host_id, since_epoch_seconds])]
         tau = taus[-1] if taus else (facts.tau if facts is not None and facts.tau else 1.0)
         first = store.db.execute("SELECT MIN(start_epoch_seconds) FROM measurements WHERE "
                                  "host_id = ?", [host_id]).fetchone()[0]
         snapshots = sorted(store.streams.running(host_id), key=lambda s: s["epoch_seconds"])
-        return cls(cores, float(tau), rows,
-                   np.array([r["end_epoch_seconds"] for r in rows], dtype=float),
-                   CapacitySeries.from_rows(store.streams.capacity(
-                       host_id, since_epoch_seconds=since_epoch_seconds), cores),
-                   snapshots, np.array([s["epoch_seconds"] for s in snapshots], dtype=float),
-                   store.streams.templates(host_id), first)
+        return cls(cores, float(tau), rows, np.array([span[1] for span in spans], dtype=float),
+                   capacity, snapshots,
+                   np.array([s["epoch_seconds"] for s in snapshots], dtype=float),
+                   store.streams.templates(host_id), first, converted, spans)
+
+    def trimmed(self, rows_since_epoch_seconds: float, since_epoch_seconds: float
+                ) -> ShadowInputs:
+        """Only what a later catch-up from these times on reads again (what a track keeps;
+        snapshots and templates are read anew each time)."""
+        keep = int(np.searchsorted(self.end, rows_since_epoch_seconds, side="right"))
+        return replace(self, rows=self.rows[keep:], end=self.end[keep:],
+                       capacity=self.capacity.since(since_epoch_seconds), snapshots=[],
+                       snapshot_times=np.empty(0), templates=[],
+                       _measurements=self._measurements[keep:], spans=self.spans[keep:])
+
+    def measurements(self, first: int, stop: int) -> list[Any]:
+        """Rows ``first`` to ``stop`` as the sensors' Measurements (each converted once)."""
+        kept, rows = self._measurements, self.rows
+        for k in range(first, stop):
+            if kept[k] is None:
+                kept[k] = sensor_measurement(rows[k], self.cores)
+                rows[k] = None
+        return kept[first:stop]
 
     def bin_means(self, index: int, bin_seconds: float) -> tuple[float, float]:
         """Interval-weighted means of lam (1/s) and rho over the measurements whose midpoint
         falls in bin ``index`` (NaN: none)."""
-        if not self.rows:
+        if not self.spans:
             return math.nan, math.nan
         lo, hi = index * bin_seconds, (index + 1) * bin_seconds
         first, last = np.searchsorted(self.end, [lo, hi + 2 * bin_seconds])
         lam = rho = weight = 0.0
-        for row in self.rows[first:last]:
-            span = row["end_epoch_seconds"] - row["start_epoch_seconds"]
-            middle = row["end_epoch_seconds"] - span / 2
-            if lo <= middle < hi and span > 0 and row["lam_per_second"] is not None \
-                    and row["rho"] is not None:
-                lam += span * max(row["lam_per_second"], 0.0)
-                rho += span * max(row["rho"], 0.0)
+        for start, end, lam_per_second, row_rho, _ in self.spans[first:last]:
+            span = end - start
+            middle = end - span / 2
+            if lo <= middle < hi and span > 0 and lam_per_second is not None \
+                    and row_rho is not None:
+                lam += span * max(lam_per_second, 0.0)
+                rho += span * max(row_rho, 0.0)
                 weight += span
         return (lam / weight, rho / weight) if weight > 0 else (math.nan, math.nan)
 
@@ -90,12 +144,17 @@ class ShadowInputs:
         return backlog
 
 
+def _spans(rows: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+    return [(row["start_epoch_seconds"], row["end_epoch_seconds"], row["lam_per_second"],
+             row["rho"], row.get("tau")) for row in rows]
+
+
 def host_at(host_id: str, inputs: ShadowInputs, at: float) -> Host | None:
     """The 24-hour host the manager would have served at ``at`` (None before any arrival
     was measured)."""
-    k = int(np.searchsorted(inputs.end, at, side="right"))
-    recent = [sensor_measurement(row, inputs.cores) for row in inputs.rows[:k]
-              if row["end_epoch_seconds"] > at - DAY_SECONDS]
+    # the rows ended in (at - 1 day, at], as the sensors' measurements (converted once)
+    first, k = np.searchsorted(inputs.end, [at - DAY_SECONDS, at], side="right")
+    recent = inputs.measurements(int(first), int(k))
     if not recent:
         return None
     estimate = adapt_avg(recent, now=at, window_seconds=DAY_SECONDS,

@@ -1,0 +1,62 @@
+"""The ``shadow_launches`` table: every predictor's shadow launch of a host and, once the
+capacity series shows it, the launch's realised time (what ``ghs backtest --manager`` reads).
+A catch-up's rows are queued and written in one transaction."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+LEDGER = "shadow_launches"
+
+
+class ShadowLedger:
+    """Queued writes to the ledger of ``store`` (a :class:`ghs.manager.store.ManagerStore`)."""
+
+    def __init__(self, store: Any) -> None:
+        self.store = store
+        self._writes: list[tuple[dict[str, Any] | None, tuple[Any, ...] | None]] = []
+        db = store.db
+        if LEDGER not in db.table_names():
+            db[LEDGER].create({"host_id": str, "launch_epoch_seconds": float,
+                               "length_seconds": float, "predictor": str, "mean": float,
+                               "p50": float, "p90": float, "p95": float,
+                               "realised_seconds": float},
+                              pk=("host_id", "launch_epoch_seconds", "length_seconds",
+                                  "predictor"))
+
+    def launch(self, row: dict[str, Any]) -> None:
+        """Queue one predictor's launch (a row of the table's columns)."""
+        self._writes.append((row, None))
+
+    def outcome(self, realised_seconds: float, host_id: str, launch_epoch_seconds: float,
+                length_seconds: float) -> None:
+        """Queue the realised time of a launch and length (every predictor's row)."""
+        self._writes.append((None, (realised_seconds, host_id, launch_epoch_seconds,
+                                    length_seconds)))
+
+    def flush(self) -> None:
+        """Write the queued launches and outcomes in one transaction."""
+        writes, self._writes = self._writes, []
+        if not writes:
+            return
+        db = self.store.db
+        with db.conn:
+            for launch, outcome in writes:
+                if launch is not None:
+                    db.execute(f"INSERT OR REPLACE INTO {LEDGER} ({', '.join(launch)}) VALUES "
+                               f"({', '.join('?' * len(launch))})", list(launch.values()))
+                else:
+                    db.execute(f"UPDATE {LEDGER} SET realised_seconds = ? WHERE host_id = ? "
+                               "AND launch_epoch_seconds = ? AND length_seconds = ?",
+                               list(outcome))
+
+    def scored(self, host_ids: Sequence[str] | None = None) -> list[dict[str, Any]]:
+        """Scored shadow launches (oldest first), every predictor's row."""
+        query = f"SELECT * FROM {LEDGER} WHERE realised_seconds IS NOT NULL"
+        params: list[Any] = []
+        if host_ids:
+            query += f" AND host_id IN ({', '.join('?' * len(host_ids))})"
+            params = list(host_ids)
+        return list(self.store.db.query(query + " ORDER BY launch_epoch_seconds, host_id",
+                                        params))

@@ -1,0 +1,125 @@
+"""The calibrated law's fast paths give what the straightforward computation gives: each host's
+CDF without the per-point log1p/exp, the level map as clipped ramps, and only the points where
+the task can have finished mapped."""
+
+import numpy as np
+import pytest
+
+from ghs.benchmarks.scheduling import lab
+from scheduler import Host, completion, predict
+from scheduler.backlog import Backlog
+from scheduler.calibrated import _level_map, calibrate, host_quantiles
+from scheduler.conformal import LEVELS, level_map
+from scheduler.prediction import predict_hosts
+
+
+def _log_route_host_cdf(prediction, x):
+    """Each host's CDF as exp of the summed per-server log-CDFs (the model's own route)."""
+    servers = prediction._host_servers
+    per_server = completion.servers_log_cdf(servers, np.asarray(x, float)[None, :])[0]
+    mult = servers.mult[0]
+    log_cdf = np.where(mult > 0, mult * per_server, 0.0).T
+    hosts = len(prediction.hosts)
+    return np.exp(log_cdf.reshape(hosts, log_cdf.shape[0] // hosts, -1).sum(axis=1))
+
+
+def _straightforward_law(prediction, factors, grid):
+    """The calibrated task CDF on ``grid`` computed point by point with conformal.level_map."""
+    levels = np.asarray(LEVELS)
+    cdf = np.maximum.accumulate(np.clip(_log_route_host_cdf(prediction, grid), 0, 1), axis=1)
+    model_q = np.array([[np.interp(q, row, grid) if row[0] < q else grid[0] for q in levels]
+                        for row in cdf])
+    reported = np.maximum.accumulate(model_q * factors, axis=1)
+    at = np.maximum.accumulate(np.array([np.interp(r, grid, row)
+                                         for r, row in zip(reported, cdf)]), axis=1)
+    return np.maximum.accumulate(np.prod(level_map(cdf, at, levels), axis=0)), reported
+
+
+def _inputs(case):
+    """(hosts, dist, shares or None, backlog, factors) of a few kinds of prediction."""
+    rng = np.random.default_rng(3 + case)
+    lab_hosts = lab(40, rng)
+    few = [Host("a", lam=0.002, mu=0.01, sigma=150, rho=0.2),
+           Host("b", lam=0.001, mu=0.005, sigma=300, rho=0.2, cores=4, processes=3),
+           Host("c", lam=0.003, mu=0.01, sigma=90, rho=0.3, cores=2)]
+    jobs = Backlog.from_laws([type("Law", (), {"mean_seconds": 900.0,
+                                               "variance_seconds2": 1e6})()])
+    return [
+        (lab_hosts, "lognormal", None, None, rng.uniform(0.5, 1.6, (40, 3))),
+        (lab_hosts, "auto", None, [Backlog.steady_state()] * 40,
+         rng.uniform(0.9, 1.4, (40, 3))),
+        # a host given no share, and a share run by 3 of 4 cores
+        (few, "weibull", [3000.0, 6000.0, 0.0], None,
+         np.array([[0.7, 1.0, 1.3], [1.0, 1.0, 1.0], [1.2, 1.2, 1.2]])),
+        (few, "gamma", [2000.0, 4000.0, 3000.0], [jobs, Backlog.steady_state(), jobs],
+         np.full((3, 3), 1.25)),
+    ][case]
+
+
+def _prediction(case):
+    hosts, dist, shares, backlog, factors = _inputs(case)
+    work = 40 * 3600.0 if shares is None else float(np.sum(shares))
+    return predict(hosts, work, dist, shares=shares, backlog=backlog), factors
+
+
+@pytest.mark.parametrize("case", range(4))
+def test_each_hosts_cdf_is_the_log_routes(case):
+    prediction, _ = _prediction(case)
+    x = np.concatenate([[0.0], np.geomspace(1.0, 20 * prediction.mean, 300),
+                        prediction.dedicated_seconds])
+    x.sort()
+    assert prediction.host_cdf(x) == pytest.approx(_log_route_host_cdf(prediction, x),
+                                                   abs=1e-14)
+
+
+@pytest.mark.parametrize("case", range(4))
+def test_the_calibrated_law_is_the_straightforward_ones(case):
+    prediction, factors = _prediction(case)
+    law = calibrate(prediction, factors)
+    expected, reported = _straightforward_law(prediction, factors, law.grid_seconds)
+    assert law.host_quantiles == pytest.approx(reported, rel=1e-12)
+    assert law.cdf_values == pytest.approx(expected, abs=1e-9)
+    for name, level in (("p50", 0.5), ("p90", 0.9), ("p95", 0.95)):
+        assert law.quantiles[name] == pytest.approx(np.interp(level, expected,
+                                                              law.grid_seconds), rel=1e-9)
+
+
+def test_the_ramp_level_map_is_conformals_with_ties_and_ends():
+    rng = np.random.default_rng(5)
+    levels = np.asarray(LEVELS)
+    knots = np.sort(rng.uniform(0, 1, (400, 3)), axis=1)
+    # ties between knots, knots at 0 and at 1, every pair of neighbours equal somewhere
+    knots[::7, 1] = knots[::7, 0]
+    knots[1::7, 2] = knots[1::7, 1]
+    knots[2::7, :] = knots[2::7, :1]
+    knots[3::7, 0] = 0.0
+    knots[4::7, 1:] = 1.0
+    knots[5::7] = 0.0
+    values = np.sort(rng.uniform(0, 1, (400, 64)), axis=1)
+    values[:, :4] = 0.0
+    values[:, -4:] = 1.0
+    # the values at the knots themselves, where a tie decides
+    values[:, 4:7] = knots
+    values = np.sort(values, axis=1)
+    assert _level_map(values, knots, levels) == pytest.approx(level_map(values, knots, levels),
+                                                              abs=1e-14)
+
+
+def test_times_in_any_order_give_each_hosts_cdf_at_them():
+    prediction, _ = _prediction(0)
+    x = np.random.default_rng(2).permutation(np.geomspace(100.0, 10 * prediction.mean, 50))
+    assert prediction.host_cdf(x) == pytest.approx(_log_route_host_cdf(prediction, x),
+                                                   abs=1e-14)
+    assert prediction.host_cdf(x[:1]) == pytest.approx(
+        _log_route_host_cdf(prediction, x[:1]), abs=1e-14)
+
+
+@pytest.mark.parametrize("case", range(4))
+def test_hosts_alone_are_the_full_predictions_hosts(case):
+    full, _ = _prediction(case)
+    hosts, dist, _, backlog, _ = _inputs(case)
+    alone = predict_hosts(hosts, full.shares, dist, backlog=backlog)
+    assert np.isnan(alone.mean) and not alone.quantiles
+    for got, expected in zip(alone.host_moments(), full.host_moments()):
+        assert got == pytest.approx(expected, rel=1e-12)
+    assert host_quantiles(alone) == pytest.approx(host_quantiles(full), rel=1e-12)
