@@ -7,7 +7,9 @@ parameters the Part 2 sampler estimated over the 24 hours before the launch on t
 workstation, and the task then runs into the following hours of the same job stream (see
 :mod:`ghs.experiments.launches`). The naive predictor (dedicated / (1 - the sampler's last
 utilisation reading)) and the clairvoyant model (parameters of the task's own run window) are
-scored on the same tasks.
+scored on the same tasks, and so is the served default (``default``: calibrated, back-tested
+on the same streams and launches by :mod:`ghs.experiments.default_scores`; split tasks are
+split by its own view, so their realised times are its own).
 
 Families of workstations (32 of each; every one of them also serves for one-workstation tasks):
 
@@ -84,7 +86,8 @@ def run(size: int = 48, seed: int = 7, *, log: JobLog | None = None,
         poisson_kinds: Sequence[str] = POISSON_KINDS, sampling: Sampling = SAMPLING,
         dist: str = "lognormal", rho_max: float = 0.9,
         spacing_hours: int = SPACING_HOURS) -> dict[str, Any]:
-    """Per family, per task length: error summaries of ours, naive and clairvoyant.
+    """Per family, per task length: error summaries of ours, naive, clairvoyant and the
+    served default, with coverage and median p90/p50 width of each model's quantiles.
 
     ``size``: launches per family (each launch gives ``stations`` one-workstation tasks and
     one 32-workstation task per length). ``log``: add the trace family from this log.
@@ -225,7 +228,8 @@ def summarise(family: dict[str, Any]) -> dict[str, Any]:
 
 
 def length_rows(tasks: dict[str, np.ndarray], hours: Sequence[float]) -> list[dict[str, Any]]:
-    """Per task length (column of ``tasks``): each predictor's error summary and coverage."""
+    """Per task length (column of ``tasks``): each predictor's error summary (against its own
+    realised times where it ran its own tasks), coverage and median p90/p50 width."""
     rows = []
     for k, length in enumerate(hours):
         valid = tasks["valid"][:, k]
