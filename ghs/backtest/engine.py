@@ -83,6 +83,7 @@ class BacktestSettings:
     end_seconds: float | None = None  # the logs are cut here (None: their own ends)
     shadow_every_seconds: float = HOUR_SECONDS
     shadow_lead_seconds: float = 24 * HOUR_SECONDS
+    last_launch_seconds: float | None = None  # no launch, scored or shadow, after it
 
 
 @dataclass
@@ -133,6 +134,8 @@ def run_backtest(stations: Sequence[Station], keys: Sequence[str], works: Sequen
               for s in stations]
     ends = np.array([float(t.arrival_seconds[-1]) for t in traces])
     launches = np.arange(settings.start_seconds, ends.max(), settings.every_seconds)
+    if settings.last_launch_seconds is not None:
+        launches = launches[launches <= settings.last_launch_seconds]
     if launches.size == 0:
         raise BacktestError(f"no launch fits: the logs end by {ends.max():g} s, before "
                             f"--start {settings.start_seconds:g} s", field="start",
@@ -143,6 +146,8 @@ def run_backtest(stations: Sequence[Station], keys: Sequence[str], works: Sequen
     run = _Run(stations, keys, traces, ends, work, settings)
     first = settings.start_seconds - min(settings.start_seconds, settings.shadow_lead_seconds)
     shadows = np.arange(first, ends.max(), settings.shadow_every_seconds)
+    if settings.last_launch_seconds is not None:
+        shadows = shadows[shadows <= settings.last_launch_seconds]
     scored = set(launches.tolist())
     try:
         for at in np.union1d(launches, shadows):

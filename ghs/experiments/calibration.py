@@ -10,7 +10,10 @@ parameters or from the shape of the model's distribution. The clairvoyant model'
 are in the JSON only: its parameters are measured over the very run being predicted, so they
 already hold that run's luck and their spread means nothing (its mean is the outcome less the
 backlog, so almost no task finishes by its p50). The naive predictor gives no quantiles; its
-column is the fraction of tasks that finished by its point prediction.
+column is the fraction of tasks that finished by its point prediction. The served default
+(``default``: run-window forecast, calibrated per host; see
+:mod:`ghs.experiments.default_scores`) is scored by the back-test engine on the same stations,
+launches and lengths, with the median p90/p50 width beside each coverage (``width``).
 """
 
 from __future__ import annotations
@@ -21,13 +24,22 @@ from typing import Any
 import numpy as np
 
 from ghs.experiments.error_vs_length import (
+    ENGINE_NAMES,
     PARALLEL_HOURS,
     SINGLE_HOURS,
     STATIONS,
     collect_family,
     family_names,
 )
-from ghs.experiments.launches import LEVELS, MODELS, SAMPLING, Sampling, coverage
+from ghs.experiments.launches import (
+    LEVELS,
+    MODELS,
+    SAMPLING,
+    Sampling,
+    coverage,
+    outcomes,
+    width,
+)
 from ghs.traces import JobLog
 
 NOMINAL = {"p50": 0.5, "p90": 0.9, "p95": 0.95}
@@ -65,11 +77,16 @@ def _section(tasks: dict[str, np.ndarray], hours: Sequence[float]) -> dict[str, 
 def _coverages(tasks: dict[str, np.ndarray]) -> dict[str, Any]:
     valid = tasks["valid"]
     entry: dict[str, Any] = {"tasks": int(valid.sum())}
-    for name in MODELS:
-        entry[name] = coverage(tasks, name)
+    for name in (*MODELS, *ENGINE_NAMES):
+        entry[name] = coverage(tasks, name) if name in tasks else None
+    entry["width"] = {name: width(tasks, name) if name in tasks else None
+                      for name in ("ours", *ENGINE_NAMES)}
+    entry["default_tasks"] = (int(outcomes(tasks, "default")[0].sum()) if "default" in tasks
+                              else 0)
     entry["naive_by_point"] = (float(np.mean(tasks["simulated"][valid] <= tasks["naive"][valid]))
                                if valid.any() else None)
-    ours = entry["ours"]
-    entry["ours_worst_gap"] = (max(abs(ours[lv] - NOMINAL[lv]) for lv in LEVELS)
-                               if ours else None)
+    for name in ("ours", "default"):
+        found = entry[name]
+        entry[f"{name}_worst_gap"] = (max(abs(found[lv] - NOMINAL[lv]) for lv in LEVELS)
+                                      if found else None)
     return entry

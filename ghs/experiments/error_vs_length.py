@@ -7,7 +7,9 @@ parameters the Part 2 sampler estimated over the 24 hours before the launch on t
 workstation, and the task then runs into the following hours of the same job stream (see
 :mod:`ghs.experiments.launches`). The naive predictor (dedicated / (1 - the sampler's last
 utilisation reading)) and the clairvoyant model (parameters of the task's own run window) are
-scored on the same tasks.
+scored on the same tasks, and so is the served default (``default``: calibrated, back-tested
+on the same streams and launches by :mod:`ghs.experiments.default_scores`; split tasks are
+split by its own view, so their realised times are its own).
 
 Families of workstations (32 of each; every one of them also serves for one-workstation tasks):
 
@@ -36,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from ghs.errors import GhsError, TraceError
+from ghs.experiments import default_scores
 from ghs.experiments.launches import (
     HOUR_SECONDS,
     MODELS,
@@ -46,9 +49,11 @@ from ghs.experiments.launches import (
     error_summary,
     errors,
     launch_times,
+    outcomes,
     parallel_tasks,
     single_tasks,
     watch,
+    width,
 )
 from ghs.experiments.partition import case_seed
 from ghs.traces import JobLog, workstation_traces
@@ -65,6 +70,7 @@ POISSON_WARM_HOURS = 6.0
 TRACE_WARM_HOURS = 24.0
 TAIL_HOURS = 48.0  # stream kept after the last launch, for the tasks to finish in
 NAMES = ("ours", "naive", "past", "true", "clairvoyant")
+ENGINE_NAMES = tuple(default_scores.ENGINE_PREDICTORS)  # the back-tested default, paper
 PAPER: dict[str, Any] = {
     "single": {"8": "< 10%"},
     "parallel": {"8": "9.31% (Fig. 6, 8 CPUs)", "16": "4.18% (Fig. 6, 8 CPUs)"},
@@ -80,7 +86,8 @@ def run(size: int = 48, seed: int = 7, *, log: JobLog | None = None,
         poisson_kinds: Sequence[str] = POISSON_KINDS, sampling: Sampling = SAMPLING,
         dist: str = "lognormal", rho_max: float = 0.9,
         spacing_hours: int = SPACING_HOURS) -> dict[str, Any]:
-    """Per family, per task length: error summaries of ours, naive and clairvoyant.
+    """Per family, per task length: error summaries of ours, naive, clairvoyant and the
+    served default, with coverage and median p90/p50 width of each model's quantiles.
 
     ``size``: launches per family (each launch gives ``stations`` one-workstation tasks and
     one 32-workstation task per length). ``log``: add the trace family from this log.
@@ -136,6 +143,13 @@ def collect_family(name: str, size: int, seed: int, *, log: JobLog | None, stati
     parallel = parallel_tasks(built, watches, launches,
                               np.asarray(parallel_hours, dtype=float) * HOUR_SECONDS,
                               dist=dist, rho_max=rho_max)
+    boot = start - TRACE_WARM_HOURS * HOUR_SECONDS if name == "trace" else 0.0
+    for section, hours, split in ((single, single_hours, False),
+                                  (parallel, parallel_hours, True)):
+        section.update(default_scores.score(
+            built, launches, np.asarray(hours, dtype=float) * HOUR_SECONDS,
+            boot_seconds=boot, sampling=sampling, seed=case_seed(seed, name, "engine"),
+            parallel=split))
     counts = np.concatenate([w.counts for w in watches])
     info["sampling"] = {"mean_per_hour": float(counts.mean()),
                         "at_max_share": float(np.mean(counts >= sampling.max_per_hour))}
@@ -214,28 +228,36 @@ def summarise(family: dict[str, Any]) -> dict[str, Any]:
 
 
 def length_rows(tasks: dict[str, np.ndarray], hours: Sequence[float]) -> list[dict[str, Any]]:
-    """Per task length (column of ``tasks``): each predictor's error summary and coverage."""
+    """Per task length (column of ``tasks``): each predictor's error summary (against its own
+    realised times where it ran its own tasks), coverage and median p90/p50 width."""
     rows = []
     for k, length in enumerate(hours):
         valid = tasks["valid"][:, k]
-        simulated = tasks["simulated"][valid, k]
         row: dict[str, Any] = {"hours": length, "tasks": int(valid.sum()),
                                "censored": int((~valid).sum()),
                                "capped": float(tasks["capped"][valid, k].mean())
                                if valid.any() else 0.0}
-        for name in NAMES:
-            predicted = tasks[name][valid, k]
-            row[name] = error_summary(errors(predicted, simulated))
+        for name in (*NAMES, *ENGINE_NAMES):
+            counted, realised = outcomes(tasks, name) if name in tasks else (valid, None)
+            if realised is None:  # a run without the back-tested default
+                row[name] = None
+                continue
+            predicted, actual = tasks[name][counted[:, k], k], realised[counted[:, k], k]
+            row[name] = error_summary(errors(predicted, actual))
             if row[name] is not None:
-                signed = (predicted - simulated) / simulated
+                signed = (predicted - actual) / actual
                 row[name]["signed_median"] = float(np.nanmedian(signed))
         # our prediction against the same task on a machine emptied at launch
         row["ours_idle_start"] = error_summary(errors(tasks["ours"][valid, k],
                                                       tasks["simulated_idle"][valid, k]))
         ours = row["ours"]["mean"] if row["ours"] else 0.0
         row["naive_over_ours"] = row["naive"]["mean"] / ours if ours > 0 else None
+        row["default_over_ours"] = (row["default"]["mean"] / ours
+                                    if ours > 0 and row["default"] else None)
         column = {key: value[:, k] for key, value in tasks.items()}
-        row["coverage"] = {name: coverage(column, name) for name in MODELS}
+        scored = [name for name in (*MODELS, *ENGINE_NAMES) if name in column]
+        row["coverage"] = {name: coverage(column, name) for name in scored}
+        row["width"] = {name: width(column, name) for name in scored}
         row["mean_backlog_seconds"] = float(tasks["backlog"][valid, k].mean()) \
             if valid.any() else 0.0
         rows.append(row)

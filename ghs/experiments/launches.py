@@ -320,15 +320,36 @@ def error_summary(values: np.ndarray) -> dict[str, float] | None:
             "count": int(values.size)}
 
 
+def outcomes(tasks: dict[str, np.ndarray], name: str) -> tuple[np.ndarray, np.ndarray]:
+    """(which tasks count for ``name``, their realised seconds): the experiment's valid tasks
+    and simulated times, or a predictor's own (``NAME_realised``, NaN where it has none) when
+    it ran its own tasks (the back-tested default splits a parallel task its own way)."""
+    own = tasks.get(f"{name}_realised")
+    if own is None:
+        return tasks["valid"] & np.isfinite(tasks[name]), tasks["simulated"]
+    return np.isfinite(own) & np.isfinite(tasks[name]), own
+
+
 def coverage(tasks: dict[str, np.ndarray], name: str = "ours") -> dict[str, float] | None:
     """Fraction of valid tasks finishing at or before each of ``name``'s predicted quantiles
     (None when ``name`` predicted none of them)."""
-    valid = tasks["valid"] & np.isfinite(tasks[f"{name}_{LEVELS[0]}"])
-    simulated = tasks["simulated"][valid]
+    valid, realised = outcomes(tasks, name)
+    valid = valid & np.isfinite(tasks[f"{name}_{LEVELS[0]}"])
+    simulated = realised[valid]
     if simulated.size == 0:
         return None
     return {level: float(np.mean(simulated <= tasks[f"{name}_{level}"][valid]))
             for level in LEVELS}
+
+
+def width(tasks: dict[str, np.ndarray], name: str = "ours") -> float | None:
+    """Median predicted p90 / p50 of ``name`` over the tasks that count for it (None when it
+    predicted none): how wide an interval its coverage was bought with."""
+    valid, _ = outcomes(tasks, name)
+    valid = valid & np.isfinite(tasks[f"{name}_p50"]) & (tasks[f"{name}_p50"] > 0)
+    if not valid.any():
+        return None
+    return float(np.median(tasks[f"{name}_p90"][valid] / tasks[f"{name}_p50"][valid]))
 
 
 def launch_times(first_seconds: float, count: int, spacing_hours: float) -> np.ndarray:

@@ -90,12 +90,13 @@ def plot_error_vs_length(result: dict[str, Any], path: str) -> str | None:
         lines = {(family["name"], colour, name): [row[name]["mean"] if row[name] else math.nan
                                                   for row in family[section]]
                  for colour, family in enumerate(result["families"])
-                 for name in ("ours", "naive", "true", "clairvoyant")
-                 if any(row[name] for row in family[section])}  # "true": Poisson only
+                 for name in ("ours", "default", "naive", "true", "clairvoyant")
+                 if any(row.get(name) for row in family[section])}  # "true": Poisson only
         # the clairvoyant's near-zero error would stretch the log axis over decades
         limits = log_limits(v for key, values in lines.items() if key[2] != "clairvoyant"
                             for v in values)
-        styles = {"ours": "-o", "naive": "--", "true": "-.", "clairvoyant": ":"}
+        styles = {"ours": "-o", "default": "-s", "naive": "--", "true": "-.",
+                  "clairvoyant": ":"}
         for (family_name, colour, name), values in lines.items():
             hours = [row["hours"] for row in result["families"][colour][section]]
             axes.plot(hours, values, styles[name], color=f"C{colour}",
@@ -126,10 +127,11 @@ def plot_calibration(result: dict[str, Any], path: str) -> str | None:
         axes.plot([0.0, 1.0], [0.0, 1.0], color="grey", linewidth=0.8)
         for colour, family in enumerate(result["families"]):
             pooled = family[section]["pooled"]
-            for name, marker in (("ours", "o"), ("true", "x")):
-                if pooled[name]:
+            for name, marker, line in (("ours", "o", "-"), ("true", "x", ":"),
+                                       ("default", "s", "--")):
+                if pooled.get(name):
                     axes.plot(nominal, [pooled[name][lv] for lv in LEVELS], marker=marker,
-                              color=f"C{colour}", linestyle="-" if name == "ours" else ":",
+                              color=f"C{colour}", linestyle=line,
                               label=f"{family['name']} {name}")
         axes.set_xlabel("nominal")
         axes.set_ylabel("share finished by the predicted quantile")
@@ -157,6 +159,10 @@ def plot_trace_study(result: dict[str, Any], path: str) -> str | None:
                         for row in rows)
     axes.plot([row["hours"] for row in original], clairvoyant, ":", color="black",
               label="clairvoyant, original")
+    if any(row.get("default") for row in original):
+        axes.plot([row["hours"] for row in original],
+                  [trace_study.row_error(row, "default") for row in original], "--s",
+                  color="black", label="default, original")
     note_off_axis(axes, "clairvoyant", clairvoyant, limits)
     axes.set_xscale("log", base=2)
     axes.set_yscale("log")

@@ -160,12 +160,14 @@ def show_error_vs_length(console: Any, result: dict[str, Any]) -> None:
                           title_justify="left")
             for column in ("work", "tasks", "ours", "var", "median", "naive", "naive/ours",
                            "past 24h", "true", "clairv.", "idle start", "ours p50/p90/p95",
-                           "paper"):
+                           "default", "default/ours", "default p50/p90/p95",
+                           "p90/p50 ours/default", "paper"):
                 table.add_column(column, justify="right")
             for row in family[section]:
                 ours, cover = row["ours"], row["coverage"]["ours"]
                 tasks = f"{row['tasks']}" + (f" (-{row['censored']})" if row["censored"] else "")
                 ratio = row["naive_over_ours"]
+                versus = row.get("default_over_ours")
                 table.add_row(
                     f"{row['hours']:g} h", tasks, _percent(ours),
                     "-" if ours is None else f"{ours['variance']:.4f}",
@@ -174,7 +176,9 @@ def show_error_vs_length(console: Any, result: dict[str, Any]) -> None:
                     _percent(row["past"]), _percent(row["true"]), _percent(row["clairvoyant"]),
                     _percent(row["ours_idle_start"]),
                     "-" if cover is None else "/".join(f"{cover[lv]:.0%}" for lv in LEVELS),
-                    _paper_error(section, row["hours"]))
+                    _percent(row.get("default")), "-" if versus is None else f"{versus:.2f}x",
+                    _coverage_cell(row["coverage"].get("default")),
+                    _widths(row.get("width", {})), _paper_error(section, row["hours"]))
             console.print(table)
         sampling = info["sampling"]
         console.print(f"  sampler: {sampling['mean_per_hour']:.1f} measurements an hour on "
@@ -188,7 +192,19 @@ def show_error_vs_length(console: Any, result: dict[str, Any]) -> None:
         "own run window (its mean misses by the backlog at launch alone); idle start: ours "
         "against the same task on the machine emptied at launch. ours p50/p90/p95: "
         "share of tasks finished by the predicted quantile. (-n): tasks censored (still "
-        "running when the known stream ended).")
+        "running when the known stream ended). default: the served predictor (calibrated: "
+        "forecast of the run window's load, quantiles calibrated per host on its record; "
+        "split tasks start from each station's state), back-tested on the same stations, "
+        "launches and lengths; p90/p50: median width of the predicted interval.")
+
+
+def _coverage_cell(cover: dict[str, float] | None) -> str:
+    return "-" if cover is None else "/".join(f"{cover[lv]:.0%}" for lv in LEVELS)
+
+
+def _widths(widths: dict[str, float | None]) -> str:
+    cells = [widths.get(name) for name in ("ours", "default")]
+    return " / ".join("-" if w is None else f"{w:.2f}" for w in cells)
 
 
 def _shares(values: dict[str, float] | None) -> str:
@@ -204,7 +220,7 @@ def show_calibration(console: Any, result: dict[str, Any]) -> None:
                             f"{counted(family['launches'], 'launch', 'launches')}",
                           title_justify="left")
         for column in ("section", "work", "tasks", "ours", "past 24h", "true",
-                       "naive by point"):
+                       "naive by point", "default", "p90/p50 ours/default"):
             table.add_column(column, justify="right")
         for section, label in (("single", "1 ws"), ("parallel", f"{result['stations']} ws")):
             rows = [("all", family[section]["pooled"])] + [
@@ -215,13 +231,16 @@ def show_calibration(console: Any, result: dict[str, Any]) -> None:
                               _shares(entry["ours"]), _shares(entry["past"]),
                               _shares(entry["true"]),
                               "-" if naive is None else f"{100 * naive:.0f}",
+                              _shares(entry.get("default")), _widths(entry.get("width", {})),
                               end_section=index == len(rows) - 1, style="bold" if index == 0
                               else None)
         console.print(table)
     console.print("ours: the model fed the sampler's 24-hour estimate; past 24h: the exact "
                   "parameters of the 24 hours before launch; true: the long-run parameters "
                   "(Poisson only); naive by point: share finished by dedicated / (1 - last "
-                  "measured utilisation).")
+                  "measured utilisation); default: the served predictor (calibrated), "
+                  "back-tested on the same stations, launches and lengths; p90/p50: median "
+                  "width of the predicted interval.")
 
 
 def show_trace_study(console: Any, result: dict[str, Any]) -> None:
@@ -233,7 +252,8 @@ def show_trace_study(console: Any, result: dict[str, Any]) -> None:
                         "(median)",
                   title_justify="left")
     for column in ("variant", "work", "tasks", "ours", "naive", "past 24h", "true",
-                   "clairv.", "ours p50/p90/p95"):
+                   "clairv.", "ours p50/p90/p95", "default", "default p50/p90/p95",
+                   "p90/p50 ours/default"):
         table.add_column(column, justify="right")
     for name, rows in result["variants"].items():
         for index, row in enumerate(rows):
@@ -242,9 +262,9 @@ def show_trace_study(console: Any, result: dict[str, Any]) -> None:
                 name if index == 0 else "", f"{row['hours']:g} h",
                 f"{row['tasks']}" + (f" (-{row['censored']})" if row["censored"] else ""),
                 _cell(row["ours"]), _cell(row["naive"]), _cell(row["past"]), _cell(row["true"]),
-                _cell(row["clairvoyant"]),
-                "-" if cover is None else "/".join(f"{cover[lv]:.0%}" for lv in LEVELS),
-                end_section=index == len(rows) - 1)
+                _cell(row["clairvoyant"]), _coverage_cell(cover), _cell(row.get("default")),
+                _coverage_cell(row["coverage"].get("default")),
+                _widths(row.get("width", {})), end_section=index == len(rows) - 1)
     console.print(table)
     for name, text in result["descriptions"].items():
         console.print(f"  {name}: {text}")
@@ -257,10 +277,16 @@ def show_trace_study(console: Any, result: dict[str, Any]) -> None:
     for entry in result["costs"]["per_length"]:
         costs.add_row(f"{entry['hours']:g} h", *(
             f"{entry['mean'][s]:+.1%} ({entry['median'][s]:+.1%})" for s in sources))
+        default = entry.get("default_mean", {})
+        costs.add_row("  default", *(
+            "" if default.get(s) is None else f"{default[s]:+.1%}" for s in sources),
+            style="dim")
     console.print(costs)
     console.print(f"largest source of error (mean over lengths): {result['largest']}; "
                   "non-stationarity = ours - clairvoyant, sampler noise = ours - past 24h, "
-                  "the others = ours on the log - ours on the replay without the violation.")
+                  "the others = ours on the log - ours on the replay without the violation; "
+                  "default: the same drops for the served predictor (calibrated, back-tested "
+                  "on each replay but idle).")
 
 
 def _cell(summary: dict[str, float] | None) -> str:

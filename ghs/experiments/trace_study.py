@@ -22,7 +22,10 @@ error when it is removed. Non-stationarity is measured as the brief defines it, 
 original: our error (24-hour estimate) minus the clairvoyant's (parameters of the task's own
 run window); the sampler's measurement noise as ours minus "past" (the exact parameters of the
 24 hours before launch). The largest of the bursts (either scale), heavy tails, idle at launch and
-non-stationarity, averaged over the task lengths, is named. Bursts and non-stationarity
+non-stationarity, averaged over the task lengths, is named. The served default
+(:mod:`ghs.experiments.default_scores`) is scored on every replay but ``idle`` (the engine
+walks the whole stream, so it cannot start a task on an emptied machine), and the drop of its
+mean error per violation is given beside ours (``default_mean``). Bursts and non-stationarity
 shade into each other: what the day-scale spread removes and the hour-scale one keeps (load
 coming and going within a day) is both, and the 24-hour estimate cannot follow it.
 """
@@ -36,6 +39,7 @@ from typing import Any
 import numpy as np
 
 from ghs.errors import GhsError
+from ghs.experiments import default_scores
 from ghs.experiments.error_vs_length import (
     SINGLE_HOURS,
     STATIONS,
@@ -89,7 +93,7 @@ def run(log: JobLog, size: int = 48, seed: int = 7, *, stations: int = STUDY_STA
     variants: dict[str, list[dict[str, Any]]] = {}
     original_watches = {}
     for name in VARIANTS:
-        parts = []
+        parts, streams = [], []
         for k in chosen:
             station = built[k]
             if name in ("original", "idle"):
@@ -107,7 +111,12 @@ def run(log: JobLog, size: int = 48, seed: int = 7, *, stations: int = STUDY_STA
                 original_watches[k] = watched
             parts.append(single_tasks(replayed, watched, launches, lengths, dist=dist,
                                       idle_at_launch=name == "idle"))
+            streams.append(replayed)
         tasks = {key: np.concatenate([part[key] for part in parts]) for key in parts[0]}
+        if name != "idle":  # the engine walks the whole stream: it has no emptied start
+            tasks.update(default_scores.score(
+                streams, launches, lengths, boot_seconds=start - TRACE_WARM_HOURS * HOUR_SECONDS,
+                sampling=sampling, seed=case_seed(seed, "engine", name), parallel=False))
         variants[name] = length_rows(tasks, list(hours))
     costs = _costs(variants)
     return {"size": size, "seed": seed, "stations": [built[k].name for k in chosen],
@@ -157,6 +166,10 @@ def row_error(row: dict[str, Any], name: str, key: str = "mean") -> float:
     return row[name][key] if row[name] else float("nan")
 
 
+def _finite(value: float) -> float | None:
+    return value if np.isfinite(value) else None
+
+
 def _costs(variants: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     """Drop of our mean (and median) error when each violation is removed, per length."""
     original = variants["original"]
@@ -172,6 +185,11 @@ def _costs(variants: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
             costs["stationary replay"] = ours - row_error(variants["stationary"][index], "ours",
                                                           key)
             entry[key] = costs
+        default = row_error(row, "default")
+        # what each violation costs the default; an emptied start it cannot replay
+        entry["default_mean"] = {source: _finite(default - row_error(variants[name][index],
+                                                                     "default"))
+                                 for source, name in SOURCES.items() if name != "idle"}
         per_length.append(entry)
     named = [*SOURCES, "non-stationarity"]
     return {"per_length": per_length,

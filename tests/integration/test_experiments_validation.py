@@ -8,9 +8,10 @@ import json
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from rich.console import Console
 
 from ghs.cli import main
-from ghs.experiments import calibration, error_vs_length, sampling_cost, trace_study
+from ghs.experiments import calibration, error_vs_length, sampling_cost, tables, trace_study
 from ghs.experiments.launches import HOUR_SECONDS, Station, host_from_estimate
 from ghs.traces import read_log
 from scheduler.workload import Trace
@@ -80,6 +81,37 @@ def test_poisson_errors_shrink_with_length_and_beat_the_naive_predictor(poisson_
     json.dumps(summary, allow_nan=False)
 
 
+def test_the_back_tested_default_runs_the_experiments_own_tasks(poisson_family):
+    # one-workstation tasks: the engine walks the same stream from the same launches, so its
+    # realised times are the experiment's simulated ones, task for task, and none is lost
+    single = poisson_family["single"]
+    valid = single["valid"]
+    for name in ("default", "engine_paper"):
+        realised = single[f"{name}_realised"]
+        assert np.array_equal(np.isfinite(realised), valid)
+        assert np.allclose(realised[valid], single["simulated"][valid], rtol=1e-9)
+    # a split task is split by each predictor's own view, so only the launches match
+    parallel = poisson_family["parallel"]
+    assert np.isfinite(parallel["default_realised"]).sum() == parallel["valid"].sum() == 6
+
+
+def test_the_default_beside_the_paper_model(poisson_family):
+    summary = error_vs_length.summarise(poisson_family)
+    for row in summary["single"] + summary["parallel"]:
+        default = row["default"]
+        assert default is not None and np.isfinite(default["mean"]) and default["mean"] >= 0
+        assert row["default_over_ours"] == pytest.approx(default["mean"] / row["ours"]["mean"])
+        cover = row["coverage"]["default"]
+        assert 0 <= cover["p50"] <= cover["p90"] <= cover["p95"] <= 1
+        assert row["width"]["default"] >= 1 and row["width"]["ours"] >= 1
+    for row in summary["single"]:
+        assert row["default"]["count"] == row["ours"]["count"] == row["tasks"]
+    console = Console(record=True, width=400)
+    tables.show_error_vs_length(console, {"families": [summary], "stations": 4})
+    text = console.export_text()
+    assert "default p50/p90/p95" in text and "default/ours" in text
+
+
 def test_trace_family_and_calibration_end_to_end(log):
     result = calibration.run(size=2, seed=4, log=log, stations=4, single_hours=(1.0,),
                              parallel_hours=(8.0,), poisson_kinds=())
@@ -88,9 +120,17 @@ def test_trace_family_and_calibration_end_to_end(log):
     assert family["name"] == "trace" and family["launches"] == 2
     pooled = family["single"]["pooled"]
     assert 0 < pooled["tasks"] <= 8 and pooled["true"] is None  # no long-run truth for logs
-    for name in ("ours", "past", "clairvoyant"):
+    # the log's stretch is shifted to the engine's clock and back: every task is scored
+    assert pooled["default_tasks"] == pooled["tasks"]
+    for name in ("ours", "past", "clairvoyant", "default"):
         values = pooled[name]
         assert 0 <= values["p50"] <= values["p90"] <= values["p95"] <= 1
+    for section in ("single", "parallel"):
+        width = family[section]["pooled"]["width"]["default"]
+        assert width is not None and width >= 1
+    console = Console(record=True, width=300)
+    tables.show_calibration(console, result)
+    assert "p90/p50 ours/default" in console.export_text()
 
 
 def test_error_sources_replays_and_names_the_largest(log):
@@ -105,6 +145,20 @@ def test_error_sources_replays_and_names_the_largest(log):
     assert result["largest"] in {"bursts within an hour", "bursts within a day",
                                  "heavy tails", "idle at launch", "non-stationarity"}
     assert len(result["costs"]["per_length"]) == 2
+    for name, rows in result["variants"].items():
+        for row in rows:
+            if name == "idle":  # the engine cannot empty the machine at launch
+                assert row["default"] is None
+                continue
+            assert np.isfinite(row["default"]["mean"])
+            cover = row["coverage"]["default"]
+            assert 0 <= cover["p50"] <= cover["p90"] <= cover["p95"] <= 1
+    for entry in result["costs"]["per_length"]:
+        assert set(entry["default_mean"]) == {"bursts within an hour", "bursts within a day",
+                                              "heavy tails"}
+    console = Console(record=True, width=300)
+    tables.show_trace_study(console, result)
+    assert "default p50/p90/p95" in console.export_text()
 
 
 def test_replays_keep_what_they_promise():
