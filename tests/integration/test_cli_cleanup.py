@@ -21,8 +21,11 @@ def _demo(tmp_path, *args):
     env = {**os.environ, "TMPDIR": str(scratch), "HOME": str(tmp_path),
            "GHS_CONFIG": str(tmp_path / "none.toml"),
            "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    # a shell's background job inherits SIGINT ignored, and Python then keeps ignoring it;
+    # the demo must see Ctrl-C as a terminal would send it
     process = subprocess.Popen([sys.executable, "-m", "ghs", "demo", *args], cwd=ROOT, env=env,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     return process, scratch
 
 

@@ -69,7 +69,7 @@ def test_a_short_live_run_reports_everything(tmp_path):
     if os.geteuid() != 0:
         pytest.skip("needs root: runs the owners as another uid and switches accounting on")
     result = subprocess.run(
-        [sys.executable, "-m", "ghs", "experiment", "live", "--duration", "90s",
+        [sys.executable, "-m", "ghs", "experiment", "live", "--duration", "60s",
          "--task-seconds", f"{TASK_SECONDS:g}", "--json"],
         cwd=ROOT, capture_output=True, text=True, timeout=400,
         env={**{k: v for k, v in os.environ.items() if not k.startswith("GHS_")},

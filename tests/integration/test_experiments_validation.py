@@ -134,7 +134,7 @@ def test_trace_family_and_calibration_end_to_end(log):
 
 
 def test_error_sources_replays_and_names_the_largest(log):
-    result = trace_study.run(log, size=2, seed=4, stations=2, hours=(1.0, 4.0))
+    result = trace_study.run(log, size=1, seed=4, stations=2, hours=(1.0, 4.0))
     json.dumps(result, allow_nan=False)
     assert set(result["variants"]) == set(trace_study.VARIANTS)
     for row in result["variants"]["idle"]:
