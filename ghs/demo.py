@@ -21,7 +21,7 @@ from pathlib import Path
 from ghs.answers import Answer
 from ghs.client import Client, Status
 from ghs.errors import GhsError
-from ghs.launch import free_loopback_endpoint, wait_for_manager
+from ghs.launch import exited_early, free_loopback_endpoint, wait_for_manager
 
 DAY_HOURS = 24.0
 
@@ -117,11 +117,9 @@ def _wait_for_history(client: Client, processes: list[subprocess.Popen], root: P
                       simulated: int, started: float, timeout: float,
                       progress: Callable[[float, Status | None], None] | None) -> Status:
     while True:
-        for process in processes:
-            if process.poll() is not None:
-                logs = " | ".join(p.read_text().strip()[-200:] for p in root.glob("*.log"))
-                raise DemoError(f"a demo daemon exited early (code {process.returncode}): "
-                                f"{logs}")
+        exited = exited_early(processes, root)
+        if exited is not None:
+            raise DemoError(f"a demo daemon exited early {exited}")
         status = client.status()
         simulated_rows = [row for row in status.hosts if row.get("simulated")]
         history = min((row.get("history_hours", 0.0) for row in simulated_rows), default=0.0)

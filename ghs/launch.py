@@ -33,6 +33,16 @@ def free_loopback_endpoint() -> str:
     return f"tcp://127.0.0.1:{free_loopback_port()}"
 
 
+def exited_early(processes: list[subprocess.Popen], log_folder: Path) -> str | None:
+    """None while every process runs; else which one exited, with the end of each ``*.log``
+    in ``log_folder`` (for the caller's one-line error)."""
+    for process in processes:
+        if process.poll() is not None:
+            logs = " | ".join(p.read_text().strip()[-200:] for p in log_folder.glob("*.log"))
+            return f"(code {process.returncode}): {logs}"
+    return None
+
+
 def wait_for_manager(process: subprocess.Popen, endpoint: str, timeout_seconds: float,
                      log: Path | None = None, *, client_keys: KeyPair | None = None,
                      server_public_key: bytes | None = None) -> dict:

@@ -34,7 +34,7 @@ from ghs.client import Client, ManagerError
 from ghs.demo import _ghs, _start, _stop
 from ghs.errors import GhsError
 from ghs.experiments.live_owners import OwnerPlan, Owners, job_summary, unused_uid
-from ghs.launch import free_loopback_endpoint, wait_for_manager
+from ghs.launch import exited_early, free_loopback_endpoint, wait_for_manager
 from scheduler import Backlog, Host, predict
 
 TARGETS = {"p90_coverage": 0.85, "mean_error": 0.15}
@@ -162,11 +162,9 @@ def _wait_for_host(client: Client, processes: list[subprocess.Popen], root: Path
                    deadline: float) -> str:
     """The agent's host once the manager has MIN_MEASUREMENTS of it and can use it."""
     while True:
-        for process in processes:
-            if process.poll() is not None:
-                logs = " | ".join(p.read_text().strip()[-200:] for p in root.glob("*.log"))
-                raise LiveExperimentError(f"a daemon exited early (code {process.returncode})"
-                                          f": {logs}")
+        exited = exited_early(processes, root)
+        if exited is not None:
+            raise LiveExperimentError(f"a daemon exited early {exited}")
         rows = [row for row in client.status().hosts
                 if row.get("usable") and row.get("measurements", 0) >= MIN_MEASUREMENTS]
         if rows:

@@ -24,7 +24,7 @@ import resource  # noqa: F401 - os.wait4 needs it, and the generator's uid canno
 import signal
 import time
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ghs.errors import GhsError
@@ -106,6 +106,30 @@ def burn_cpu(seconds: float) -> None:
         pass
 
 
+def fork_poisson_jobs(first_arrival: float, end: float, next_gap: Callable[[float], float],
+                      next_demand: Callable[[], float]) -> list[dict]:
+    """Fork a CPU-bound job (``next_demand()`` CPU seconds) at each arrival (epoch seconds)
+    from ``first_arrival`` until ``end``, the next ``next_gap(arrival)`` seconds later; wait
+    for them all and return what :func:`reap_children` recorded of each."""
+    arrival = first_arrival
+    pending: dict[int, tuple[float, float]] = {}
+    done: list[dict] = []
+    while arrival < end:
+        while (wait := arrival - time.time()) > 0:
+            reap_children(pending, done, block=False)
+            time.sleep(min(wait, 0.02))
+        demand = next_demand()
+        forked = time.time()
+        pid = os.fork()
+        if pid == 0:
+            burn_cpu(demand)
+            os._exit(0)
+        pending[pid] = (forked, demand)
+        arrival += next_gap(arrival)
+    reap_children(pending, done, block=True)
+    return done
+
+
 def _generate(plan: OwnerPlan, write_fd: int) -> None:
     os.setsid()
     os.sched_setaffinity(0, {plan.core})
@@ -116,23 +140,11 @@ def _generate(plan: OwnerPlan, write_fd: int) -> None:
     start = time.time()
     middle = start + plan.duration_seconds / 2
     end = start + plan.duration_seconds
-    arrival = start + rng.expovariate(plan.rate_per_second(0))
-    pending: dict[int, tuple[float, float]] = {}
-    done: list[dict] = []
-    while arrival < end:
-        while (wait := arrival - time.time()) > 0:
-            reap_children(pending, done, block=False)
-            time.sleep(min(wait, 0.02))
-        demand = _demand(rng, plan.mean_demand_seconds)
-        forked = time.time()
-        pid = os.fork()
-        if pid == 0:
-            burn_cpu(demand)
-            os._exit(0)
-        pending[pid] = (forked, demand)
-        # memoryless arrivals: after the change, the next gap is drawn at the new rate
-        arrival += rng.expovariate(plan.rate_per_second(0 if arrival < middle else 1))
-    reap_children(pending, done, block=True)
+    # memoryless arrivals: after the change, the next gap is drawn at the new rate
+    done = fork_poisson_jobs(
+        start + rng.expovariate(plan.rate_per_second(0)), end,
+        lambda arrival: rng.expovariate(plan.rate_per_second(0 if arrival < middle else 1)),
+        lambda: _demand(rng, plan.mean_demand_seconds))
     with os.fdopen(write_fd, "w") as out:
         json.dump({"start": start, "middle": middle, "end": end, "jobs": done}, out)
 

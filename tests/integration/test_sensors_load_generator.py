@@ -27,7 +27,7 @@ import traceback
 
 import pytest
 
-from ghs.experiments.live_owners import burn_cpu, reap_children
+from ghs.experiments.live_owners import fork_poisson_jobs
 from ghs.experiments.live_owners import unused_uid as find_unused_uid
 from sensors.accounting_control import AccountingSession
 from sensors.clock import SystemClock
@@ -60,22 +60,9 @@ def generator(uid: int, core: int, duration_seconds: float, write_fd: int) -> No
     os.setuid(uid)
     rng = random.Random(SEED)
     start = time.time()
-    arrival = start + rng.expovariate(RATE_PER_SECOND)
-    pending: dict[int, tuple[float, float]] = {}
-    done: list[dict] = []
-    while arrival < start + duration_seconds:
-        while (wait := arrival - time.time()) > 0:
-            reap_children(pending, done, block=False)
-            time.sleep(min(wait, 0.02))
-        demand = rng.expovariate(1.0 / MEAN_DEMAND_SECONDS)
-        forked = time.time()
-        pid = os.fork()
-        if pid == 0:
-            burn_cpu(demand)
-            os._exit(0)
-        pending[pid] = (forked, demand)
-        arrival += rng.expovariate(RATE_PER_SECOND)
-    reap_children(pending, done, block=True)
+    done = fork_poisson_jobs(start + rng.expovariate(RATE_PER_SECOND), start + duration_seconds,
+                             lambda _: rng.expovariate(RATE_PER_SECOND),
+                             lambda: rng.expovariate(1.0 / MEAN_DEMAND_SECONDS))
     with os.fdopen(write_fd, "w") as out:
         json.dump(done, out)
 
