@@ -3,7 +3,7 @@
 At each launch (``start`` and every ``every`` seconds after, on the log's clock) every station
 is advanced to the launch through the real sampler and streams (:mod:`ghs.backtest.world`), and
 each predictor predicts from what was known then. The realised completion of a
-lowest-priority task launched then is exact: :func:`scheduler.simulation.simulate_trace_many`
+lowest-priority task launched then is exact: :func:`scheduler.trace_simulation.simulate_trace_many`
 walks the station's log from the backlog its earlier jobs left (one core, local jobs first).
 A record is kept only if the task finishes inside the station's log (before its last job).
 
@@ -50,7 +50,7 @@ from ghs.experiments.partition import NAIVE_MAX_UTILISATION
 from scheduler import Calibrator, predict
 from scheduler.backlog import Backlog
 from scheduler.backlog_weight import BacklogWeights, WeightSettings
-from scheduler.simulation import simulate_trace_many
+from scheduler.trace_simulation import simulate_trace_many
 from scheduler.window_forecast import settle_duration
 from scheduler.workload import Trace
 

@@ -8,7 +8,7 @@ back-test engine (:func:`ghs.backtest.run_backtest`) on the same streams, with t
 times and task lengths, so its figures sit beside the paper model's on the same tasks. The
 engine replays each stream through the real sampler and the agent's streams, calibrates on
 hourly shadow launches from a day before the first scored launch, and walks the stream for the
-realised time exactly as the experiments do (:func:`scheduler.simulation.simulate_trace_many`
+realised time exactly as the experiments do (:func:`scheduler.trace_simulation.simulate_trace_many`
 from the backlog earlier jobs left), so a one-workstation task's realised time is the
 experiment's simulated one. A task split over the stations is split by each predictor's own
 view, so its realised time is its own (``NAME_realised``).

@@ -8,7 +8,7 @@ sampler (:class:`sensors.sampler.AdaptiveSampler`, the sensor of a
 ``start`` on; at each launch time (an hour end, 24 hours or more after ``start``) its 24-hour
 ``Adapt_avg`` estimate becomes the model's host, exactly as the manager would build it, and
 the last measurement before the launch is what the naive predictor reads. The task then runs
-into the same stream from the launch: :func:`scheduler.simulation.simulate_trace_many` walks
+into the same stream from the launch: :func:`scheduler.trace_simulation.simulate_trace_many` walks
 the stream's real arrivals after the real backlog left by earlier jobs.
 
 References scored on the same tasks (``MODELS`` lists the model-based ones):
@@ -39,7 +39,7 @@ from ghs.experiments.partition import NAIVE_MAX_UTILISATION, naive_predictions
 from ghs.manager.estimates import model_parameters
 from ghs.simulated_hosts import simulated_host, trace_rows
 from scheduler import Host, predict
-from scheduler.simulation import simulate_trace_many
+from scheduler.trace_simulation import simulate_trace_many
 from scheduler.workload import Trace
 from sensors.clock import VirtualClock
 from sensors.estimates import Estimate

@@ -16,17 +16,16 @@ import logging
 import queue
 import threading
 import time
-from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import zmq
 
 from ghs import __version__
-from ghs.manager.history import host_history
+from ghs.manager.counters import Counters
 from ghs.manager.identity import HostBindings
 from ghs.manager.queries import TRACKING_REQUESTS, QueryService
+from ghs.manager.replies import reply_to
 from ghs.manager.store import HostFacts, ManagerStore
 from ghs.record import HostIdentity, stored_rows
 from protocol import (
@@ -34,24 +33,19 @@ from protocol import (
     PROTOCOL_VERSION,
     Ack,
     Authenticator,
-    BacktestReply,
     BacktestRequest,
     ErrorReply,
     Heartbeat,
     Hello,
-    HistoryReply,
     HistoryRequest,
     KeyPair,
     Limits,
     MeasurementBatch,
     PingReply,
     PingRequest,
-    PredictReply,
     PredictRequest,
     RecordBatch,
-    ScheduleReply,
     ScheduleRequest,
-    StatusReply,
     StatusRequest,
     bind_router,
     bound_endpoint,
@@ -67,31 +61,6 @@ CLIENT_TYPES = frozenset({"status", "predict", "schedule", "history", "ping", "b
 AGENT_TYPES = frozenset({"hello", "measurements", "records", "heartbeat"}) | CLIENT_TYPES
 _HOUR = 3600.0
 _WAKE = "inproc://ghs-manager-replies-{}"
-
-
-@dataclass
-class Counters:
-    """What the manager has seen; read by status replies (under ``lock``)."""
-
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    received: Counter = field(default_factory=Counter)
-    rejected: Counter = field(default_factory=Counter)
-    stored: int = 0
-    records_stored: Counter = field(default_factory=Counter)
-    stored_by_host: Counter = field(default_factory=Counter)
-    duplicates: int = 0
-    internal_errors: int = 0
-    dropped_replies: int = 0
-    busy: int = 0
-
-    def snapshot(self) -> dict[str, Any]:
-        with self.lock:
-            return {"received": dict(self.received), "rejected": dict(self.rejected),
-                    "measurements_stored": self.stored,
-                    "records_stored": dict(self.records_stored),
-                    "duplicates": self.duplicates,
-                    "internal_errors": self.internal_errors,
-                    "dropped_replies": self.dropped_replies, "busy": self.busy}
 
 
 class Manager:
@@ -347,7 +316,7 @@ class Manager:
             socket, routing, message = item
             started = time.perf_counter()
             try:
-                reply = self._answer(message)
+                reply = reply_to(message, self.queries, self.store, self.counters)
             except Exception as exc:
                 if getattr(exc, "code", None) is None:
                     LOG.exception("internal error answering %s", message.TYPE)
@@ -365,29 +334,6 @@ class Manager:
             index = next(i for i, (s, _) in enumerate(self._sockets) if s is socket)
             with self._reply_lock:
                 self._wake_push.send_multipart([b"%d" % index, *routing, data])
-
-    def _answer(self, message: Any) -> Any:
-        if isinstance(message, StatusRequest):
-            counters = {**self.counters.snapshot(), "lifetime": self.store.totals()}
-            return StatusReply(request_id=message.request_id,
-                               body=self.queries.status(counters))
-        if isinstance(message, PredictRequest):
-            return PredictReply(request_id=message.request_id, body=self.queries.predict(
-                message.work_seconds, message.hosts, message.distribution, message.partition,
-                message.processes_per_host, message.pinned))
-        if isinstance(message, BacktestRequest):
-            return BacktestReply(request_id=message.request_id, body=self.queries.backtest(
-                message.hosts, message.work_seconds, message.launch_every_seconds,
-                message.start_seconds))
-        if isinstance(message, HistoryRequest):
-            return HistoryReply(request_id=message.request_id, body=host_history(
-                self.store, self.store.streams, message.host_id, message.since_seconds))
-        if isinstance(message, TRACKING_REQUESTS):
-            return self.queries.tracking_reply(message)
-        return ScheduleReply(request_id=message.request_id, body=self.queries.schedule(
-            message.work_seconds, message.hosts, message.distribution, message.partition,
-            message.method, message.units, message.rho_max, message.processes_per_host,
-            message.pinned))
 
     def _forward_replies(self) -> None:
         while True:

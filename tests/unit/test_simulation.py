@@ -11,12 +11,8 @@ from scipy import stats
 
 from scheduler.errors import InvalidArgumentError
 from scheduler.hosts import Host
-from scheduler.simulation import (
-    SimulationResult,
-    simulate,
-    simulate_trace,
-    simulate_trace_many,
-)
+from scheduler.simulation import SimulationResult, simulate
+from scheduler.trace_simulation import simulate_trace, simulate_trace_many
 from scheduler.workload import Trace, demand, poisson_jobs
 
 
