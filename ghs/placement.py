@@ -4,42 +4,58 @@ processes on them (``--processes-per-host``, pinned or not; see scheduler.placem
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
-from scheduler import Host, pinned, with_processes
+import numpy as np
+
+from scheduler import Host, migrating, pinned, with_processes
 
 # The per-core split is read over the same span as the paper's 24-hour estimates.
 CORE_WINDOW_SECONDS = 24 * 3600.0
 
 
-def core_utilisation(streams: Any, host_id: str,
-                     window_seconds: float = CORE_WINDOW_SECONDS) -> list[float] | None:
-    """Each core's busy fraction (CPU a lowest-priority task could not get) over the host's
-    last ``window_seconds`` of capacity records (``streams``: the manager's record streams,
-    None when there are none); None for a one-core host or no records."""
+def core_free_fractions(streams: Any, host_id: str,
+                        window_seconds: float = CORE_WINDOW_SECONDS
+                        ) -> tuple[np.ndarray, np.ndarray] | None:
+    """Each capacity interval's free fraction per core (CPU a lowest-priority task could have
+    had there, over the interval's length), shape (intervals, cores), and the intervals'
+    lengths in seconds, over the host's last ``window_seconds`` of records (``streams``: the
+    manager's record streams, None when there are none); None for a one-core host or no
+    records."""
     if streams is None:
         return None
     latest = streams.latest_epoch_seconds(host_id)
     if latest is None:
         return None
     rows = streams.capacity(host_id, since_epoch_seconds=latest - window_seconds)
-    split = [row for row in rows if len(row["per_core_available_cpu_seconds"]) > 1]
+    split = [row for row in rows if len(row["per_core_available_cpu_seconds"]) > 1
+             and row["interval_seconds"] > 0]
     if not split:
         return None
     cores = len(split[-1]["per_core_available_cpu_seconds"])
     split = [row for row in split if len(row["per_core_available_cpu_seconds"]) == cores]
-    covered = sum(row["interval_seconds"] for row in split)
-    if covered <= 0:
+    lengths = np.array([row["interval_seconds"] for row in split], dtype=float)
+    free = np.array([row["per_core_available_cpu_seconds"] for row in split], dtype=float)
+    return np.clip(free / lengths[:, None], 0.0, 1.0), lengths
+
+
+def core_utilisation(streams: Any, host_id: str,
+                     window_seconds: float = CORE_WINDOW_SECONDS) -> list[float] | None:
+    """Each core's busy fraction (CPU a lowest-priority task could not get) over the host's
+    last ``window_seconds`` of capacity records (see :func:`core_free_fractions`)."""
+    found = core_free_fractions(streams, host_id, window_seconds)
+    if found is None:
         return None
-    available = [sum(row["per_core_available_cpu_seconds"][j] for row in split)
-                 for j in range(cores)]
-    return [min(1.0, max(0.0, 1.0 - free / covered)) for free in available]
+    free, lengths = found
+    return (1.0 - lengths @ free / lengths.sum()).tolist()
 
 
 def placed(hosts: Sequence[Host], streams: Any, processes_per_host: int | None,
            is_pinned: bool | None) -> tuple[list[Host], dict[str, str]]:
     """``hosts`` with their share run by ``processes_per_host`` processes (None: one per
-    core), each seeing the host's average core or, pinned, its least-loaded cores (from
+    core): unpinned, on whichever cores local jobs leave free (the average core when that is
+    every core, or no per-core records are known); pinned, on the least-loaded cores (from
     ``streams``, the manager's record streams; None: no per-core records); and per host what
     was assumed (for the answer's assumptions)."""
     if processes_per_host is None and not is_pinned:
@@ -50,8 +66,19 @@ def placed(hosts: Sequence[Host], streams: Any, processes_per_host: int | None,
         if host.cores == 1:
             continue
         if not is_pinned:
-            assumed[host.name] = (f"{_processes(host)} per host, unpinned: each sees its "
-                                  "host's average core load")
+            found = core_free_fractions(streams, host.name) if host.processes < host.cores \
+                else None
+            if found is None or found[0].shape[1] != host.cores:
+                assumed[host.name] = (f"{_processes(host)} per host, unpinned: each sees its "
+                                      "host's average core load")
+                continue
+            chosen[index] = migrating(host, *found)
+            assumed[host.name] = (
+                f"{_processes(host)} per host, unpinned: run on whichever of its {host.cores} "
+                f"cores local jobs leave free (busy {1 - chosen[index].rho / host.rho:.0%} "
+                "less than its average core; cores taken as free independently within each "
+                "capacity interval)" if host.rho > 0 else
+                f"{_processes(host)} per host, unpinned, on an idle host")
             continue
         loads = core_utilisation(streams, host.name)
         if loads is None or len(loads) != host.cores:
@@ -67,3 +94,18 @@ def placed(hosts: Sequence[Host], streams: Any, processes_per_host: int | None,
 
 def _processes(host: Host) -> str:
     return f"{host.processes} process" + ("es" if host.processes != 1 else "")
+
+
+def load_scales(before: Sequence[Host], after: Sequence[Host]) -> list[float]:
+    """How much placing each host's processes scaled its local load (lam after over lam
+    before; 1 for a host with no local arrivals). A view that estimates the load afresh (the
+    calibrated predictor's window forecast) applies the same scaling to its own figures."""
+    return [a.lam / b.lam if b.lam > 0 else 1.0 for b, a in zip(before, after, strict=True)]
+
+
+def scaled(hosts: Sequence[Host], scales: Sequence[float] | None) -> list[Host]:
+    """``hosts`` with lam and rho times ``scales`` (None: unchanged)."""
+    if scales is None:
+        return list(hosts)
+    return [h if s == 1.0 else replace(h, lam=h.lam * s, rho=h.rho * s)
+            for h, s in zip(hosts, scales, strict=True)]

@@ -22,6 +22,7 @@ _EXPORTS = {
     "Host": "scheduler.hosts",
     "with_processes": "scheduler.placement",
     "pinned": "scheduler.placement",
+    "migrating": "scheduler.placement",
     "Backlog": "scheduler.backlog",
     "Histogram": "scheduler.templates",
     "TwoMomentDemand": "scheduler.templates",

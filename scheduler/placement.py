@@ -3,9 +3,12 @@
 A host's share is split evenly over its ``processes`` (each one on one core at a time). The
 load a process meets depends on where it runs:
 
-- unpinned (the default): Linux moves a runnable process between cores, so it is taken to
-  meet the host's average core: local arrivals at lam / cores and utilisation rho. This is the
-  model's own per-core view and needs nothing but the host's estimates.
+- unpinned (the default): Linux moves a runnable process between cores, and its balancer pulls
+  it to a core that falls idle, so the processes run on whichever cores the local jobs leave
+  free (:func:`migrating`: from how often each core was free, the processes together get
+  E[min(processes, free cores)] cores). With one process per core that is the host's average
+  core: local arrivals at lam / cores and utilisation rho, the model's own per-core view, which
+  needs nothing but the host's estimates and is also the answer when no per-core load is known.
 - pinned: the processes sit on the host's ``processes`` least-loaded cores for the whole run,
   so they meet those cores' own load. Given each core's share of the local utilisation (from
   the capacity series), a pinned host is the same host with lam and rho scaled by the mean
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 
@@ -105,3 +109,61 @@ def pinned(host: Host, core_utilisation: Sequence[float]) -> Host:
     ratio = float(np.sort(loads)[:host.processes].mean()) / average
     # the chosen cores are the least loaded, so ratio <= 1 and rho stays below 1
     return replace(host, lam=host.lam * ratio, rho=host.rho * ratio)
+
+
+def migrating(host: Host, free_fractions: Any, weights: Any = None) -> Host:
+    """``host`` as its ``host.processes`` unpinned processes see it when the kernel runs them
+    on whichever cores local jobs leave free.
+
+    ``free_fractions``: (intervals, cores) fraction of each interval that each core was free of
+    local jobs (a capacity series; one row: stationary probabilities); ``weights``: each
+    interval's length in seconds (default equal). Within an interval the cores are taken to be
+    free independently, so the number F of free cores is Poisson-binomial and the processes
+    together get E[min(processes, F)] cores: each meets a busy fraction
+    1 - E[min(processes, F)] / processes. The host's lam and rho are scaled by that over the
+    mean core's busy fraction (the demand law kept), as :func:`pinned` scales them. One
+    process per core: unchanged (the average core).
+    """
+    free = _fractions(free_fractions, host)
+    span = np.ones(free.shape[0]) if weights is None else np.asarray(weights, dtype=float)
+    if span.shape != (free.shape[0],) or not np.isfinite(span).all() or (span < 0).any() \
+            or span.sum() <= 0:
+        raise InvalidArgumentError(f"weights must be {free.shape[0]} lengths >= 0 with a "
+                                   "positive sum", field="weights", value=None)
+    average = 1.0 - float(span @ free.mean(axis=1)) / float(span.sum())
+    processes = int(host.processes or host.cores)
+    if average <= _IDLE_UTILISATION or processes >= host.cores:
+        return host
+    each = 1.0 - float(span @ _expected_running(free, processes)) / float(span.sum())
+    ratio = max(each, 0.0) / average
+    return replace(host, lam=host.lam * ratio, rho=host.rho * ratio)
+
+
+def _fractions(free_fractions: Any, host: Host) -> np.ndarray:
+    try:
+        free = np.asarray(free_fractions, dtype=float)
+    except (TypeError, ValueError):
+        raise InvalidArgumentError(f"free_fractions must be numbers, got {free_fractions!r}",
+                                   field="free_fractions", value=None) from None
+    if free.ndim == 1:
+        free = free[None, :]
+    if free.ndim != 2 or free.shape[0] == 0 or free.shape[1] != host.cores:
+        raise InvalidArgumentError(f"host {host.name!r}: free_fractions must be (intervals, "
+                                   f"{host.cores}), got shape {free.shape}",
+                                   field="free_fractions", value=None)
+    if not (np.isfinite(free).all() and ((free >= 0) & (free <= 1)).all()):
+        raise InvalidArgumentError("free_fractions must be in [0, 1]", field="free_fractions",
+                                   value=None)
+    return free
+
+
+def _expected_running(free: np.ndarray, processes: int) -> np.ndarray:
+    """E[min(processes, F)] / processes per interval, F the number of free cores
+    (Poisson-binomial over the cores' free fractions)."""
+    count = np.zeros((free.shape[0], free.shape[1] + 1))
+    count[:, 0] = 1.0
+    for j in range(free.shape[1]):  # one pass per core; the intervals are the array axis
+        count[:, 1:] = count[:, 1:] * (1.0 - free[:, j:j + 1]) + count[:, :-1] * free[:, j:j + 1]
+        count[:, 0] *= 1.0 - free[:, j]
+    running = np.minimum(np.arange(free.shape[1] + 1), processes)
+    return count @ running / processes

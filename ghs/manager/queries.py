@@ -18,7 +18,7 @@ from ghs.manager.calibration import Calibration
 from ghs.manager.estimates import EstimateCache, HostState
 from ghs.manager.record_view import manager_backtest
 from ghs.manager.state import host_backlog
-from ghs.placement import placed
+from ghs.placement import load_scales, placed, scaled
 from protocol import (
     AccuracyReply,
     AccuracyRequest,
@@ -115,7 +115,8 @@ class QueryService:
                                 start_seconds=start_seconds)
 
     def _calibrated_view(self, chosen: Sequence[Host], backlogs: list[Backlog] | None,
-                         work_seconds: float, predict_with: Callable[..., Any]
+                         work_seconds: float, predict_with: Callable[..., Any],
+                         scales: Sequence[float] | None = None
                          ) -> tuple[Any, list[Host], list[Backlog], list[dict[str, Any]]]:
         """Run ``predict_with(hosts, backlogs)`` on the forecast view of ``chosen`` for the
         task's own run window (two rounds: the window's load sets the run), then calibrate
@@ -123,7 +124,8 @@ class QueryService:
         per-host descriptions). The start (``scheduler.start_choice``): ``auto`` carries
         the running jobs in the measured load when the task has one host, and holds them as
         each host's backlog when it is split over several (the split must see which hosts
-        are busy now); the back-tests chose both."""
+        are busy now); the back-tests chose both. ``scales``: each host's load scaling by
+        where its processes run (``ghs.placement.load_scales``), applied to the forecast."""
         starts_in = backlogs or [Backlog.steady_state()] * len(chosen)
         mode = self._start_mode(len(chosen))
         tracks = []
@@ -138,6 +140,7 @@ class QueryService:
         for _ in range(2):
             hosts, starts, described = self.calibration.view_hosts(tracks, chosen, starts_in,
                                                                    at, duration, mode)
+            hosts = scaled(hosts, scales)
             result = predict_with(hosts, starts)
             prediction = result.prediction if hasattr(result, "prediction") else result
             duration = prediction.mean
@@ -231,15 +234,16 @@ class QueryService:
                 distribution: str | None = None, partition: str | None = None,
                 processes_per_host: int | None = None, pinned: bool | None = None
                 ) -> dict[str, Any]:
-        chosen, excluded, provisional = self._usable(hosts)
-        chosen, placement = placed(chosen, self.cache.store.streams, processes_per_host, pinned)
+        usable, excluded, provisional = self._usable(hosts)
+        chosen, placement = placed(usable, self.cache.store.streams, processes_per_host, pinned)
         backlogs, described = self.backlogs(chosen)
         dist = distribution or self.settings.distribution
         split = partition or self.settings.partition
         if self.calibrated:
             result, used, starts, views = self._calibrated_view(
                 chosen, backlogs, work_seconds,
-                lambda hs, bs: predict(hs, work_seconds, dist, split, backlog=bs))
+                lambda hs, bs: predict(hs, work_seconds, dist, split, backlog=bs),
+                load_scales(usable, chosen))
             body = result.to_dict()
             body["host_parameters"] = _with_views(host_parameters(used, starts, described),
                                                   views)
@@ -316,8 +320,8 @@ class QueryService:
                  method: str | None = None, units: int | None = None,
                  rho_max: float | None = None, processes_per_host: int | None = None,
                  pinned: bool | None = None) -> dict[str, Any]:
-        chosen, excluded, provisional = self._usable(hosts)
-        chosen, placement = placed(chosen, self.cache.store.streams, processes_per_host, pinned)
+        usable, excluded, provisional = self._usable(hosts)
+        chosen, placement = placed(usable, self.cache.store.streams, processes_per_host, pinned)
         settings = self.settings
         backlogs, described = self.backlogs(chosen)
 
@@ -337,7 +341,8 @@ class QueryService:
         views = None
         if self.calibrated:
             plan, used, starts, views = self._calibrated_view(chosen, backlogs, work_seconds,
-                                                              plan_for)
+                                                              plan_for,
+                                                              load_scales(usable, chosen))
         else:
             plan, used, starts = plan_for(chosen, backlogs), chosen, backlogs
         body = plan.to_dict(units)

@@ -1,10 +1,13 @@
 """--processes-per-host and --pinned: validation, the per-host counts through predict and
 schedule, the protocol's version-2 fields, the manager's per-core loads and the CLI."""
 
+import itertools
 import json
 import time
+from dataclasses import replace
 
 import msgpack
+import numpy as np
 import pytest
 from click.testing import CliRunner
 from test_manager_parts import facts, rows, serving
@@ -13,12 +16,13 @@ from ghs.cli import main
 from ghs.client import Client
 from ghs.config import SchedulerConfig
 from ghs.manager.store import ManagerStore
-from ghs.placement import core_utilisation
+from ghs.placement import core_utilisation, load_scales, scaled
 from protocol import PredictRequest, ScheduleRequest, UnknownFieldError, decode, encode
 from scheduler import (
     Host,
     InvalidArgumentError,
     InvalidHostError,
+    migrating,
     pinned,
     predict,
     schedule,
@@ -64,6 +68,35 @@ def test_pinned_scales_the_host_to_its_least_loaded_cores():
     assert pinned(host, [0.0] * 4) == host
     with pytest.raises(InvalidArgumentError):
         pinned(host, [0.1, 0.2])
+
+
+def test_migrating_counts_the_free_cores_of_each_interval():
+    host = Host("q", lam=0.02, mu=0.1, sigma=10.0, rho=0.2, tau=1.0, cores=3, processes=1)
+    free = np.array([[0.5, 0.8, 0.9], [1.0, 0.2, 0.6]])
+    lengths = np.array([60.0, 30.0])
+    # one process is stopped only when every core is busy; two need two free cores
+    all_busy = (0.5 * 0.2 * 0.1 * 60 + 0.0 * 30) / 90
+    mean_busy = 1 - (free.mean(axis=1) @ lengths) / 90
+    moved = migrating(host, free, lengths)
+    assert moved.rho == pytest.approx(0.2 * all_busy / mean_busy)
+    assert moved.lam == pytest.approx(0.02 * all_busy / mean_busy)
+    two = replace(host, processes=2)
+    # each core free or not, every case enumerated
+    running = [sum(np.prod([f if up else 1 - f for f, up in zip(row, case)])
+                   * min(2, sum(case)) / 2 for case in itertools.product([0, 1], repeat=3))
+               for row in free]
+    busy_two = 1 - np.dot(running, lengths) / 90
+    assert migrating(two, free, lengths).rho == pytest.approx(0.2 * busy_two / mean_busy)
+    # one process per core: the average core, unchanged; an idle host stays idle
+    every = replace(host, processes=3)
+    assert migrating(every, free, lengths) == every
+    assert migrating(host, np.ones((2, 3))) == host
+    with pytest.raises(InvalidArgumentError, match="free_fractions"):
+        migrating(host, [[0.5, 0.5]])
+    with pytest.raises(InvalidArgumentError, match="free_fractions"):
+        migrating(host, [[0.5, 1.5, 0.1]])
+    with pytest.raises(InvalidArgumentError, match="weights"):
+        migrating(host, free, [1.0])
 
 
 def test_a_single_process_runs_the_whole_share_and_partitions_follow_processes():
@@ -126,12 +159,13 @@ def test_the_manager_places_processes_and_says_so(manager):
         with pytest.raises(Exception, match="--processes-per-host"):
             client.predict(HOUR, processes_per_host=3)
     assert split.assumptions.processes.startswith("one process per core")
-    assert "unpinned" in one.assumptions.processes
+    assert "unpinned: run on whichever of its 2 cores" in one.assumptions.processes
     assert "pinned to the least-loaded of 2 cores" in held.assumptions.processes
     assert one.prediction.dedicated_seconds[0] == pytest.approx(HOUR)
     assert split.prediction.mean < one.prediction.mean
-    # pinned to the idle core: no local job ever interrupts it
+    # pinned to the idle core, or free to move to it: no local job ever interrupts it
     assert held.prediction.mean == pytest.approx(HOUR)
+    assert one.prediction.mean == pytest.approx(HOUR)
     assert plan.prediction.processes.tolist() == [1]
     cli = CliRunner().invoke(main, ["predict", "--manager", endpoint, "--work", "1h",
                                     "--processes-per-host", "1", "--pinned", "--json"])
@@ -151,3 +185,17 @@ def test_the_cli_refuses_more_processes_than_cores_in_one_line(tmp_path):
         assert result.exit_code == 2, result.output
         lines = [line for line in result.output.splitlines() if line.strip()]
         assert len(lines) == 1 and "--processes-per-host" in lines[0], result.output
+
+
+def test_a_fresh_load_estimate_takes_the_placement_scaling():
+    """The calibrated predictor replaces lam and rho by its window forecast; the placement's
+    scaling must follow onto the forecast figures."""
+    before = [ws("a", rho=0.4), ws("b", rho=0.0)]
+    after = [pinned(replace(before[0], processes=1), [0.8, 0.0]), before[1]]
+    scales = load_scales(before, after)
+    assert scales == [pytest.approx(0.0), 1.0]
+    forecast = [replace(before[0], lam=0.02, rho=0.5), replace(before[1], lam=0.01, rho=0.1)]
+    moved = scaled(forecast, scales)
+    assert (moved[0].lam, moved[0].rho) == (0.0, 0.0)
+    assert moved[1] == forecast[1]
+    assert scaled(forecast, None) == forecast
