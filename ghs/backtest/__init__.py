@@ -2,6 +2,7 @@
 
 from ghs.backtest.engine import (
     DEFAULT_PREDICTOR,
+    PARALLEL_PREDICTORS,
     PREDICTORS,
     BacktestSettings,
     run_backtest,
@@ -9,5 +10,5 @@ from ghs.backtest.engine import (
 )
 from ghs.backtest.world import BacktestError
 
-__all__ = ["DEFAULT_PREDICTOR", "PREDICTORS", "BacktestError", "BacktestSettings",
-           "run_backtest", "summarise"]
+__all__ = ["DEFAULT_PREDICTOR", "PARALLEL_PREDICTORS", "PREDICTORS", "BacktestError",
+           "BacktestSettings", "run_backtest", "summarise"]
