@@ -15,6 +15,7 @@ import numpy as np
 from ghs.config import SchedulerConfig
 from ghs.errors import GhsError
 from ghs.manager.calibration import Calibration
+from ghs.manager.envelope import held_envelope
 from ghs.manager.estimates import EstimateCache, HostState
 from ghs.manager.record_view import manager_backtest
 from ghs.manager.state import host_backlog
@@ -148,9 +149,16 @@ class QueryService:
         kept = [used[name] for name in prediction.hosts]
         factors, applied = self.calibration.factors([tracks[k] for k in kept],
                                                     list(prediction.dedicated_seconds), mode)
+        envelopes: list[dict[str, Any] | None] = [None] * len(kept)
+        if mode == "carried":
+            factors, envelopes = held_envelope(self.calibration, tracks, chosen, starts_in, at,
+                                               duration, prediction, kept, factors,
+                                               self.settings.distribution, scales)
         calibrated = calibrated_prediction(prediction, factors)
-        for k, detail in zip(kept, applied):
-            described[k]["calibration"] = detail
+        for i, (k, detail, envelope) in enumerate(zip(kept, applied, envelopes)):
+            described[k]["calibration"] = detail if envelope is None else {
+                **detail, "envelope": envelope,
+                "factors": dict(zip(detail["factors"], map(float, factors[i])))}
         if hasattr(result, "prediction"):
             result = replace(result, prediction=calibrated)
         else:

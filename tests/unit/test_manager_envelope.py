@@ -1,0 +1,63 @@
+"""A host with local jobs running at launch is answered with the envelope of the carried and
+the held-backlog views' calibrated quantiles (ghs.manager.envelope)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ghs.manager.calibration import Calibration
+from ghs.manager.envelope import held_envelope, running_jobs
+from ghs.manager.simulated_feed import ZERO_EPOCH_SECONDS, ManagerFeed, poisson_jobs
+from ghs.manager.store import ManagerStore
+from scheduler import Host, predict
+from scheduler.backlog import Backlog
+from scheduler.calibrated import host_quantiles
+
+
+@pytest.fixture(scope="module")
+def calibrated():
+    jobs = poisson_jobs(2.5, utilisation=0.3, mean_cpu_seconds=300.0, cov=2.0, seed=9)
+    store = ManagerStore(None)
+    feed = ManagerFeed(store, "ws1", jobs)
+    feed.run_until(ZERO_EPOCH_SECONDS + 2 * 86400.0)
+    calibration = Calibration(store, lengths_seconds=(900.0, 3600.0))
+    calibration.advance("ws1", 1)
+    yield calibration
+    feed.close()
+    store.close()
+
+
+def test_running_jobs_are_what_a_fresh_snapshot_holds():
+    assert running_jobs(Backlog.exact([120.0, 30.0]))
+    assert not running_jobs(Backlog.idle())
+    assert not running_jobs(Backlog.steady_state())
+    assert not running_jobs(None)
+
+
+def test_a_busy_host_gets_the_envelope_and_an_idle_one_its_own_factors(calibrated):
+    track = calibrated.track("ws1", 1)
+    day = Host("ws1", lam=0.3 / 300.0, mu=1 / 300.0, sigma=600.0, rho=0.3)
+    at = np.array([ZERO_EPOCH_SECONDS + 2 * 86400.0])
+    work = 3600.0
+    own = predict([day], work)  # the carried view: idle start under the measured load
+    factors = np.array([[1.0, 1.1, 1.2]])
+    busy = Backlog.exact([1800.0])
+    out, applied = held_envelope(calibrated, [track], [day], [busy], at, own.mean, own, [0],
+                                 factors, "lognormal")
+    # what the held view reports on its own: the running job as a backlog under the forecast
+    # of new arrivals, times the state calibrator's factors
+    held_hosts, held_starts, _ = calibrated.view_hosts([track], [day], [busy], at, own.mean,
+                                                       "state")
+    held = predict(held_hosts, work, backlog=held_starts)
+    held_factors, _ = calibrated.factors([track], list(held.dedicated_seconds), "state")
+    held_reported = np.maximum.accumulate(host_quantiles(held) * held_factors, axis=1)
+    own_reported = host_quantiles(own) * factors
+    expected = np.maximum(own_reported, held_reported)
+    assert out * host_quantiles(own) == pytest.approx(expected, rel=1e-9)
+    # a job of 30 min still to run pushes every quantile past the idle start's
+    assert (out > factors).all()
+    assert applied[0]["held_quantiles"]["p90"] == pytest.approx(held_reported[0, 1])
+    idle_out, idle_applied = held_envelope(calibrated, [track], [day], [Backlog.idle()], at,
+                                           own.mean, own, [0], factors, "lognormal")
+    assert idle_out is factors and idle_applied == [None]
