@@ -6,7 +6,7 @@ import pytest
 from scheduler import Host, InvalidArgumentError, predict
 from scheduler.backlog import Backlog
 from scheduler.backlog_weight import BacklogWeights, WeightSettings
-from scheduler.calibrated import calibrate
+from scheduler.calibrated import calibrate, calibrated_prediction
 
 HOSTS = [Host("a", lam=0.002, mu=1 / 100, sigma=150, rho=0.2),
          Host("b", lam=0.001, mu=1 / 200, sigma=300, rho=0.2, cores=2)]
@@ -30,6 +30,22 @@ def test_one_host_reports_its_quantiles_times_its_factors():
     for name, q in zip(("p50", "p90", "p95"), model * factors[0]):
         assert law.quantiles[name] == pytest.approx(q, rel=5e-3)
     assert law.mean > p.mean
+
+
+def test_a_served_prediction_keeps_the_model_mean_and_calibrates_the_rest():
+    """The point estimate stays the model's mean and std; quantiles, cdf and the selection
+    criterion are the calibrated law's."""
+    p = predict(HOSTS, 7200.0)
+    factors = np.array([[1.0, 1.6, 2.4], [1.1, 1.4, 1.9]])
+    served = calibrated_prediction(p, factors)
+    law = calibrate(p, factors)
+    assert (served.mean, served.std) == (p.mean, p.std)
+    assert served.quantiles == pytest.approx({n: law.quantiles[n] for n in p.quantiles})
+    assert served.criterion == pytest.approx(law.mean + law.std)
+    assert served.criterion > p.criterion
+    assert served.cdf(law.quantiles["p90"]) == pytest.approx(0.9, abs=1e-3)
+    body = served.to_dict()
+    assert body["mean"] == p.mean and body["calibrated_law"]["mean"] == pytest.approx(law.mean)
 
 
 def test_a_task_finishes_with_its_slowest_share():
