@@ -18,7 +18,7 @@ split needs) with its quantiles corrected by adaptive conformal
 inference (:class:`scheduler.Calibrator`, one per task length, a row per station, pooled
 prior) on this station's own record (its mean is left as the model's: scaling it like the
 median made it worse on every log tried); on a launch that found local jobs running, its
-quantiles are the upper envelope of its own and ``calibrated-held``'s (``ENVELOPE``).
+p90 and p95 are the upper envelope of its own and ``calibrated-held``'s (``ENVELOPE``).
 ``calibrated-state`` does the same to ``weighted`` and ``calibrated-held`` to
 ``uncalibrated`` (the running jobs held as a backlog).
 As the manager does, the calibrators learn from shadow launches every hour of each station's
@@ -66,8 +66,9 @@ MODEL_VIEWS = {"paper": ("day", "idle"), "state": ("day", "state"),
 # calibrated predictor -> the model view whose quantiles it corrects
 CALIBRATED = {"calibrated": "forecast", "calibrated-state": "weighted",
               "calibrated-held": "uncalibrated"}
-# On a launch that found local jobs running, the default answers with the upper envelope of
-# its own calibrated quantiles and those of the view that holds the jobs as a backlog: the
+# On a launch that found local jobs running, the default's p90 and p95 are the upper envelope of
+# its own calibrated quantiles and those of the view that holds the jobs as a backlog (its
+# p50 stays its own: the envelope's median covered .86 of such launches on RICC): the
 # carried view (idle start) is calibrated mostly on launches without running jobs, and alone it
 # covered only .55-.80 at p90 of the launches with some (the README's back-test section).
 ENVELOPE = {"calibrated": "calibrated-held"}
@@ -311,7 +312,9 @@ class _Run:
                 for calibrated, reported in reported_by.items():
                     other = ENVELOPE.get(calibrated)
                     if other is not None and backlog.job_means:
-                        reported = np.maximum(reported, reported_by[other])
+                        # the interval's upper bounds only: the median stays the view's own
+                        reported = np.concatenate([reported[:1], np.maximum(
+                            reported[1:], reported_by[other][1:])])
                     self._record(calibrated, at, float(w), shares, realised,
                                  means_by[calibrated], reported)
 

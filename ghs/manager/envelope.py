@@ -3,11 +3,12 @@
 The default for a task on one host starts it idle under the forecast of the host's measured
 load, which carries the jobs running now (``carried``); its calibrator learns mostly from
 launches that found no job running, and on the back-tests it covered only .55-.80 at p90 of
-the launches that did. For such a host the answer's quantiles are the upper envelope of the
+the launches that did. For such a host the answer's p90 and p95 are the upper envelope of the
 carried view's calibrated quantiles and those of the view that holds the running jobs as a
 backlog under the forecast of new arrivals (``state``, calibrated on its own): each is
 calibrated on the host's record, and the envelope covers at least what either does. The mean
-stays the carried view's (the envelope widens the interval, not the estimate).
+and the median stay the carried view's (the envelope widens the interval, not the estimate;
+with the envelope's median, .86 of the RICC launches with jobs running finished by it).
 """
 
 from __future__ import annotations
@@ -58,9 +59,10 @@ def held_envelope(calibration: Any, tracks: Sequence[Any], chosen: Sequence[Host
     held_reported = np.maximum.accumulate(host_quantiles(held) * held_factors, axis=1)
     own_model = host_quantiles(prediction)[rows]
     own_reported = np.maximum.accumulate(own_model * factors[rows], axis=1)
-    envelope = np.maximum(own_reported, held_reported)
+    # the interval's upper bounds only: the median stays the carried view's
+    envelope = np.maximum(own_reported[:, 1:], held_reported[:, 1:])
     out = factors.copy()
-    out[rows] = envelope / own_model
+    out[np.ix_(rows, range(1, factors.shape[1]))] = envelope / own_model[:, 1:]
     for k, detail, reported in zip(rows, held_described, held_reported):
         applied[k] = {"held_backlog_view": detail,
                       "held_quantiles": dict(zip(("p50", "p90", "p95"), map(float, reported)))}
