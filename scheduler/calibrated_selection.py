@@ -23,8 +23,8 @@ from typing import Any
 import numpy as np
 
 from scheduler import completion
-from scheduler.calibrated import GRID_POINTS
-from scheduler.conformal import LEVELS, level_map
+from scheduler.calibrated import GRID_POINTS, _level_map
+from scheduler.conformal import LEVELS
 from scheduler.errors import InvalidArgumentError
 
 # a survival below this leaves F = 1 - survival equal to 1 in double precision, whatever
@@ -116,16 +116,18 @@ def calibrated_moments(servers: Any, dedicated_seconds: np.ndarray, factors: np.
     reported = np.maximum.accumulate(model_q * pair_factors, axis=1)
     at_reported = np.maximum.accumulate(_interp(pair_grid, host_cdf, reported), axis=1)
     knots = np.clip(at_reported, 0.0, 1.0)
+    # the served law's level map (calibrated._level_map: conformal.level_map as clipped ramps)
     # phi maps 1 to 1; below ``first`` every F is 0, mapped alike in each row
     mapped = np.ones_like(host_cdf)
-    mapped[:, :first] = level_map(np.zeros((len(knots), 1)), knots, levels)
-    mapped[:, first:stop] = level_map(host_cdf[:, first:stop], knots, levels)
+    mapped[:, :first] = _level_map(np.zeros((len(knots), 1)), knots, levels)
+    mapped[:, first:stop] = _level_map(host_cdf[:, first:stop], knots, levels)
     # pairs come set by set (np.nonzero's row-major order) and every set has work somewhere
     starts = np.searchsorted(pair_set, np.arange(count))
     task_cdf = np.maximum.accumulate(np.multiply.reduceat(mapped, starts, axis=0), axis=1)
     model_cdf = np.maximum.accumulate(np.multiply.reduceat(host_cdf, starts, axis=0), axis=1)
-    first_gap = _integral(grid, 1.0 - task_cdf, 1) - _integral(grid, 1.0 - model_cdf, 1)
-    second_gap = _integral(grid, 1.0 - task_cdf, 2) - _integral(grid, 1.0 - model_cdf, 2)
+    # the survival integrals' differences, integrated as one (survival 1 - task minus 1 - model)
+    gap = model_cdf - task_cdf
+    first_gap, second_gap = _integral(grid, gap, 1), _integral(grid, gap, 2)
     mean = model_mean + first_gap
     second = model_var + model_mean**2 + second_gap
     return mean, np.maximum(second - mean**2, 0.0)
@@ -146,12 +148,14 @@ def _host_cdf(servers: Any, grid: np.ndarray) -> tuple[np.ndarray, int, int]:
     mult = servers.mult[:, None, :]
     cdf = np.ones(grid.shape)
     cdf[:, :first] = 0.0
-    cdf[:, first:stop] = np.exp(np.where(mult > 0, mult * per_server, 0.0).sum(axis=2))
-    return np.maximum.accumulate(cdf, axis=1), first, stop
+    cdf[:, first:stop] = np.maximum.accumulate(
+        np.exp(np.where(mult > 0, mult * per_server, 0.0).sum(axis=2)), axis=1)
+    return cdf, first, stop
 
 
 def _integral(grid: np.ndarray, survival: np.ndarray, power: int) -> np.ndarray:
-    """E[T^power] of each row from its survival on its own grid (unfinished below it)."""
+    """E[T^power] of each row from its survival on its own grid (unfinished below it);
+    linear in ``survival``, so a difference of survivals gives the difference."""
     weight = power * grid ** (power - 1) * survival
     return grid[:, 0] ** power * survival[:, 0] + np.trapezoid(weight, grid, axis=1)
 
