@@ -6,12 +6,14 @@ q) with the reported quantile = model quantile x factor, and the task's CDF is t
 Selection ranks sets by that law's mean + std, the same figures as ``calibrated_prediction``,
 so the set chosen is the best for the answer served.
 
-For a batch of sets (vectorised over sets, hosts and grid points): every member's F_k on one
-geometric grid per set, its model quantiles and the factors of the calibrator whose task length
-is nearest its dedicated time (the manager's rule), phi_k(F_k), the product. The moments are
-the model's (from the quadrature) plus the difference between the calibrated and the model
-law's integrals on the same grid, so the grid's error cancels (exact when every factor is 1),
-as in ``scheduler.calibrated``.
+For a batch of sets (vectorised over sets, hosts and grid points): every member with work, one
+row per (set, member) pair, has its F_k on its set's geometric grid, its model quantiles and
+the factors of the calibrator whose task length is nearest its dedicated time (the manager's
+rule), phi_k(F_k); the sets' products follow. F_k is evaluated only on the grid columns where
+some row is neither 0 (not started) nor 1 (to double precision), which gives the same figures
+for a fraction of the points. The moments are the model's (from the quadrature) plus the
+difference between the calibrated and the model law's integrals on the same grid, so the
+grid's error cancels (exact when every factor is 1), as in ``scheduler.calibrated``.
 """
 
 from __future__ import annotations
@@ -85,14 +87,14 @@ def nearest_factors(table: np.ndarray, lengths_seconds: np.ndarray,
 
 
 def calibrated_moments(servers: Any, dedicated_seconds: np.ndarray, factors: np.ndarray,
-                       levels: np.ndarray, model_mean: np.ndarray, model_var: np.ndarray,
-                       points: int = GRID_POINTS) -> tuple[np.ndarray, np.ndarray]:
+                       levels: np.ndarray, model_mean: np.ndarray, model_var: np.ndarray
+                       ) -> tuple[np.ndarray, np.ndarray]:
     """(mean, variance) of each set's calibrated law, seconds and s^2.
 
     ``servers``: (B, hosts x groups) laws laid out host by host, as ``build_servers`` gives
     them; ``dedicated_seconds``: (B, hosts), 0 where a host has no work; ``factors``:
     (B, hosts, levels), 1 where a host has no work; ``model_mean``/``model_var``: the model
-    law's moments of each set; ``points``: of the time grid (the served law's by default).
+    law's moments of each set.
     """
     count, hosts = dedicated_seconds.shape
     groups = servers.mult.shape[-1] // hosts
@@ -103,7 +105,7 @@ def calibrated_moments(servers: Any, dedicated_seconds: np.ndarray, factors: np.
     high = ((model_mean + 12.0 * np.sqrt(model_var)) * np.maximum(1.0, factors.max(axis=(1, 2)))
             * 1.5)
     high = np.maximum(high, 4.0 * low)
-    grid = np.exp(np.linspace(np.log(low), np.log(high), points, axis=1))  # (B, K)
+    grid = np.exp(np.linspace(np.log(low), np.log(high), GRID_POINTS, axis=1))  # (B, K)
     # Only the hosts with work, each on its set's grid: one row per (set, host) pair. A host
     # without work is finished from the start (F = 1, mapped to 1) and leaves the product.
     pair_set, pair_host = np.nonzero(dedicated_seconds > 0)
