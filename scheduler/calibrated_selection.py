@@ -6,12 +6,14 @@ q) with the reported quantile = model quantile x factor, and the task's CDF is t
 Selection ranks sets by that law's mean + std, the same figures as ``calibrated_prediction``,
 so the set chosen is the best for the answer served.
 
-For a batch of sets (vectorised over sets, hosts and grid points): every member's F_k on one
-geometric grid per set, its model quantiles and the factors of the calibrator whose task length
-is nearest its dedicated time (the manager's rule), phi_k(F_k), the product. The moments are
-the model's (from the quadrature) plus the difference between the calibrated and the model
-law's integrals on the same grid, so the grid's error cancels (exact when every factor is 1),
-as in ``scheduler.calibrated``.
+For a batch of sets (vectorised over sets, hosts and grid points): every member with work, one
+row per (set, member) pair, has its F_k on its set's geometric grid, its model quantiles and
+the factors of the calibrator whose task length is nearest its dedicated time (the manager's
+rule), phi_k(F_k); the sets' products follow. F_k is evaluated only on the grid columns where
+some row is neither 0 (not started) nor 1 (to double precision), which gives the same figures
+for a fraction of the points. The moments are the model's (from the quadrature) plus the
+difference between the calibrated and the model law's integrals on the same grid, so the
+grid's error cancels (exact when every factor is 1), as in ``scheduler.calibrated``.
 """
 
 from __future__ import annotations
@@ -23,9 +25,13 @@ from typing import Any
 import numpy as np
 
 from scheduler import completion
-from scheduler.calibrated import GRID_POINTS
-from scheduler.conformal import LEVELS, level_map
+from scheduler.calibrated import GRID_POINTS, _level_map
+from scheduler.conformal import LEVELS
 from scheduler.errors import InvalidArgumentError
+
+# a survival below this leaves F = 1 - survival equal to 1 in double precision, whatever
+# the mult (up to thousands) and groups
+_ROUNDS_TO_ONE = 1e-20
 
 
 @dataclass(frozen=True)
@@ -91,6 +97,7 @@ def calibrated_moments(servers: Any, dedicated_seconds: np.ndarray, factors: np.
     law's moments of each set.
     """
     count, hosts = dedicated_seconds.shape
+    groups = servers.mult.shape[-1] // hosts
     # the served law's grid (scheduler.calibrated): its quantiles and level map are read on
     # it, and a CDF with atoms is mapped differently on another
     positive = np.where(dedicated_seconds > 0, dedicated_seconds, np.inf).min(axis=1)
@@ -99,60 +106,95 @@ def calibrated_moments(servers: Any, dedicated_seconds: np.ndarray, factors: np.
             * 1.5)
     high = np.maximum(high, 4.0 * low)
     grid = np.exp(np.linspace(np.log(low), np.log(high), GRID_POINTS, axis=1))  # (B, K)
-    per_server = completion.servers_log_cdf(servers, grid)  # (B, K, hosts x groups)
-    per_server = np.where(servers.mult[:, None, :] > 0,
-                          servers.mult[:, None, :] * per_server, 0.0)
-    log_host = per_server.reshape(count, GRID_POINTS, hosts, -1).sum(axis=3)
-    host_cdf = np.maximum.accumulate(np.exp(np.moveaxis(log_host, 1, 2)), axis=2)  # (B, n, K)
-    model_q = _quantiles(grid, host_cdf, levels)
-    reported = np.maximum.accumulate(model_q * factors, axis=2)
-    at_reported = np.maximum.accumulate(_interp(grid, host_cdf, reported), axis=2)
-    flat = level_map(host_cdf.reshape(-1, GRID_POINTS),
-                     np.clip(at_reported.reshape(-1, levels.size), 0.0, 1.0), levels)
-    task_cdf = np.maximum.accumulate(np.prod(flat.reshape(host_cdf.shape), axis=1), axis=1)
-    model_cdf = np.maximum.accumulate(np.prod(host_cdf, axis=1), axis=1)
-    first_gap = _integral(grid, 1.0 - task_cdf, 1) - _integral(grid, 1.0 - model_cdf, 1)
-    second_gap = _integral(grid, 1.0 - task_cdf, 2) - _integral(grid, 1.0 - model_cdf, 2)
+    # Only the hosts with work, each on its set's grid: one row per (set, host) pair. A host
+    # without work is finished from the start (F = 1, mapped to 1) and leaves the product.
+    pair_set, pair_host = np.nonzero(dedicated_seconds > 0)
+    pair_servers = servers.take((pair_set[:, None],
+                                 pair_host[:, None] * groups + np.arange(groups)))
+    pair_grid = grid[pair_set]
+    host_cdf, first, stop = _host_cdf(pair_servers, pair_grid)  # (P, K)
+    pair_factors = factors[pair_set, pair_host]  # (P, L)
+    model_q = _quantiles(pair_grid, host_cdf, levels)
+    reported = np.maximum.accumulate(model_q * pair_factors, axis=1)
+    at_reported = np.maximum.accumulate(_interp(pair_grid, host_cdf, reported), axis=1)
+    knots = np.clip(at_reported, 0.0, 1.0)
+    # the served law's level map (calibrated._level_map: conformal.level_map as clipped ramps)
+    # phi maps 1 to 1; below ``first`` every F is 0, mapped alike in each row
+    mapped = np.ones_like(host_cdf)
+    mapped[:, :first] = _level_map(np.zeros((len(knots), 1)), knots, levels)
+    mapped[:, first:stop] = _level_map(host_cdf[:, first:stop], knots, levels)
+    # pairs come set by set (np.nonzero's row-major order) and every set has work somewhere
+    starts = np.searchsorted(pair_set, np.arange(count))
+    task_cdf = np.maximum.accumulate(np.multiply.reduceat(mapped, starts, axis=0), axis=1)
+    model_cdf = np.maximum.accumulate(np.multiply.reduceat(host_cdf, starts, axis=0), axis=1)
+    # the survival integrals' differences, integrated as one (survival 1 - task minus 1 - model)
+    gap = model_cdf - task_cdf
+    first_gap, second_gap = _integral(grid, gap, 1), _integral(grid, gap, 2)
     mean = model_mean + first_gap
     second = model_var + model_mean**2 + second_gap
     return mean, np.maximum(second - mean**2, 0.0)
 
 
+def _host_cdf(servers: Any, grid: np.ndarray) -> tuple[np.ndarray, int, int]:
+    """(P, K) non-decreasing CDF of each row's host (its (P, groups) servers, each to the
+    power of its mult) on the row's grid, and the columns [first, stop) where some row is
+    neither 0 nor 1. Only those are evaluated: before the first the rows' hosts have not
+    started (their latest group's earliest finish), from stop on every survival is below
+    1e-18, where F rounds to 1."""
+    start = completion.start_point(servers)
+    first = int(np.argmax(grid >= start[:, None], axis=1).min())
+    end = np.max(np.where(servers.mult > 0, servers.upper_bound(_ROUNDS_TO_ONE), 0.0), axis=1)
+    stop = int(np.minimum(np.sum(grid < end[:, None], axis=1) + 1, grid.shape[1]).max())
+    stop = max(stop, first + 1)
+    per_server = completion.servers_log_cdf(servers, grid[:, first:stop])  # (P, W, groups)
+    mult = servers.mult[:, None, :]
+    cdf = np.ones(grid.shape)
+    cdf[:, :first] = 0.0
+    cdf[:, first:stop] = np.maximum.accumulate(
+        np.exp(np.where(mult > 0, mult * per_server, 0.0).sum(axis=2)), axis=1)
+    return cdf, first, stop
+
+
 def _integral(grid: np.ndarray, survival: np.ndarray, power: int) -> np.ndarray:
-    """E[T^power] of each row from its survival on its own grid (unfinished below it)."""
+    """E[T^power] of each row from its survival on its own grid (unfinished below it);
+    linear in ``survival``, so a difference of survivals gives the difference."""
     weight = power * grid ** (power - 1) * survival
     return grid[:, 0] ** power * survival[:, 0] + np.trapezoid(weight, grid, axis=1)
 
 
 def _quantiles(grid: np.ndarray, cdf: np.ndarray, levels: np.ndarray) -> np.ndarray:
-    """(B, n, L) times where each (B, n) row's CDF on its set's grid (B, K) reaches a level,
-    linear between grid points (the grid's ends where it never does)."""
-    last = grid.shape[1] - 1
-    above = (cdf[..., None, :] < levels[:, None]).sum(axis=-1)  # first index reaching it
+    """(P, L) times where each row's non-decreasing CDF on its own grid (P, K) reaches a
+    level, linear between grid points (the grid's ends where it never does)."""
+    rows, points = cdf.shape
+    last = points - 1
+    # every row lies in [0, 1]: shifted 2 apart, the rows are one sorted array, searched once
+    offset = 2.0 * np.arange(rows)[:, None]
+    above = (np.searchsorted((cdf + offset).ravel(), (levels + offset).ravel())
+             .reshape(rows, -1) - points * np.arange(rows)[:, None])  # first index >= level
     hi = np.clip(above, 1, last)
     lo = hi - 1
-    f_lo = np.take_along_axis(cdf, lo, axis=2)
-    f_hi = np.take_along_axis(cdf, hi, axis=2)
-    x_lo = np.take_along_axis(grid[:, None, :], lo, axis=2)
-    x_hi = np.take_along_axis(grid[:, None, :], hi, axis=2)
+    f_lo = np.take_along_axis(cdf, lo, axis=1)
+    f_hi = np.take_along_axis(cdf, hi, axis=1)
+    x_lo = np.take_along_axis(grid, lo, axis=1)
+    x_hi = np.take_along_axis(grid, hi, axis=1)
     rise = f_hi - f_lo
     step = np.divide(levels - f_lo, rise, out=np.ones_like(rise), where=rise > 0)
     x = x_lo + np.clip(step, 0.0, 1.0) * (x_hi - x_lo)
-    return np.where(above == 0, grid[:, :1, None], np.where(above > last, grid[:, -1:, None], x))
+    return np.where(above == 0, grid[:, :1], np.where(above > last, grid[:, -1:], x))
 
 
 def _interp(grid: np.ndarray, cdf: np.ndarray, x: np.ndarray) -> np.ndarray:
-    """Each (B, n) row's CDF at its own times ``x`` (B, n, L), linear between the points of
-    its set's geometric grid (B, K)."""
+    """Each row's CDF (P, K) at its own times ``x`` (P, L), linear between the points of the
+    row's geometric grid (P, K)."""
     last = grid.shape[1] - 1
-    log_low = np.log(grid[:, :1, None])
-    log_step = (np.log(grid[:, -1:, None]) - log_low) / last
+    log_low = np.log(grid[:, :1])
+    log_step = (np.log(grid[:, -1:]) - log_low) / last
     # the first grid point at or above x, from the grid's constant ratio
     hi = np.clip(np.ceil((np.log(np.maximum(x, 1e-300)) - log_low) / log_step), 1, last)
     hi = hi.astype(np.int64)
     lo = hi - 1
-    x_lo = np.take_along_axis(grid[:, None, :], lo, axis=2)
-    x_hi = np.take_along_axis(grid[:, None, :], hi, axis=2)
+    x_lo = np.take_along_axis(grid, lo, axis=1)
+    x_hi = np.take_along_axis(grid, hi, axis=1)
     frac = np.clip((x - x_lo) / (x_hi - x_lo), 0.0, 1.0)
-    f_lo = np.take_along_axis(cdf, lo, axis=2)
-    return f_lo + frac * (np.take_along_axis(cdf, hi, axis=2) - f_lo)
+    f_lo = np.take_along_axis(cdf, lo, axis=1)
+    return f_lo + frac * (np.take_along_axis(cdf, hi, axis=1) - f_lo)

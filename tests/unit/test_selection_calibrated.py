@@ -70,6 +70,28 @@ def test_the_criterion_of_every_set_is_the_served_calibrated_laws(with_backlog):
             assert got == pytest.approx(expected, rel=1e-4)
 
 
+@pytest.mark.parametrize("with_backlog", [False, True])
+def test_a_padded_batch_scores_each_set_as_it_scores_it_alone(with_backlog):
+    # the batch evaluates only each set's hosts with work, on its own grid: padding columns
+    # and hosts that water-filling leaves idle must change nothing
+    rng = np.random.default_rng(17)
+    hosts = mixed_pool(rng, 9)
+    calibration = random_calibration(rng, hosts)
+    backlog = {h.name: Backlog.steady_state() for h in hosts} if with_backlog else None
+    evaluator = SetEvaluator(_arrays(hosts, backlog), 4 * 3600.0, "lognormal", "equal-mean",
+                             calibration, [h.name for h in hosts])
+    sets = [np.sort(rng.choice(9, size=int(rng.integers(1, 10)), replace=False))
+            for _ in range(12)]
+    members = np.zeros((len(sets), 9), dtype=int)
+    valid = np.zeros(members.shape, dtype=bool)
+    for row, chosen in enumerate(sets):
+        members[row, :len(chosen)] = chosen
+        valid[row, :len(chosen)] = True
+    together = evaluator.dense(members, valid)
+    alone = [evaluator.dense(chosen[None, :])[0] for chosen in sets]
+    assert together == pytest.approx(alone, rel=1e-9)
+
+
 @pytest.mark.parametrize(("seed", "with_backlog"), [(0, False), (8, False), (3, True),
                                                    (5, True)])
 def test_auto_and_optimal_find_the_brute_force_minimum_of_the_calibrated_criterion(
