@@ -89,14 +89,14 @@ def bench_refresh(hosts: int, days: float, hours: int = 6) -> dict[str, Any]:
             feed.run_until(ZERO_EPOCH_SECONDS + days * 86400.0)
         calibration = Calibration(store)
         started = time.process_time()
-        made = sum(calibration.advance(f"ws{k}", 1) for k in range(hosts))
+        made = calibration.advance_hosts([(f"ws{k}", 1) for k in range(hosts)])
         catch_up = _per_host_hour(time.process_time() - started, made, calibration)
         hourly_cpu, hourly_made = 0.0, 0
         for hour in range(1, hours + 1):
             for feed in feeds:
                 feed.run_until(ZERO_EPOCH_SECONDS + days * 86400.0 + hour * HOUR_SECONDS)
             started = time.process_time()
-            hourly_made += sum(calibration.advance(f"ws{k}", 1) for k in range(hosts))
+            hourly_made += calibration.advance_hosts([(f"ws{k}", 1) for k in range(hosts)])
             hourly_cpu += time.process_time() - started
         hourly = _per_host_hour(hourly_cpu, hourly_made, calibration)
     finally:
