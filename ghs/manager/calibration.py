@@ -47,10 +47,10 @@ VIEWS = ("carried", "state")
 LEDGER_NAMES = {"carried": ("calibrated", "uncalibrated"),
                 "state": ("calibrated-state", "uncalibrated-state"),
                 "record": ("calibrated-record", "uncalibrated-record")}
-# hosts whose shadow launches one refresh plans before it integrates their laws together
-HOSTS_PER_BATCH = 64
+# launches (host-hours) one refresh plans before it integrates their laws together
+LAUNCHES_PER_BATCH = 32
 # predictions whose integrals are worked out in one batch (bounds the arrays' memory)
-PREDICTIONS_PER_BATCH = 48
+PREDICTIONS_PER_BATCH = 64
 
 
 @dataclass
@@ -175,12 +175,14 @@ class Calibration(CalibratedViews):
         if self.weights.settings.by_record:
             # the record's start choice moves with every score: host by host
             return sum(self.advance(h, c, max_hours=max_hours) for h, c in hosts)
-        made = 0
-        items = list(hosts)
-        with self.lock:
-            for first in range(0, len(items), HOSTS_PER_BATCH):
-                runs = []
-                for host_id, cores in items[first:first + HOSTS_PER_BATCH]:
+        made, items = 0, list(hosts)
+        while items:
+            # a batch of about LAUNCHES_PER_BATCH launches holds the lock: a query waits
+            # for one batch, as for one host's chunk in advance
+            with self.lock:
+                runs, planned = [], 0
+                while items and planned < LAUNCHES_PER_BATCH:
+                    host_id, cores = items.pop(0)
                     run = self._begin(host_id, cores, max_hours, None)
                     if run is None:
                         continue
@@ -189,6 +191,7 @@ class Calibration(CalibratedViews):
                         self._push_bins(run.track, run.inputs, hour)
                         run.plans.append(self._plan(run, hour))
                     runs.append(run)
+                    planned += len(run.hours)
                 laws = [p for run in runs for plan in run.plans if plan is not None
                         for p in plan.laws.predictions]
                 for k in range(0, len(laws), PREDICTIONS_PER_BATCH):
@@ -197,7 +200,9 @@ class Calibration(CalibratedViews):
                     for hour, plan in zip(run.hours, run.plans):
                         self._settle(run.host_id, run.track, run.outcomes, hour)
                         made += self._record(run.host_id, run.track, plan)
-                    self._finish(run)
+                    self._finish(run, flush=False)
+                # one transaction for the batch's ledger rows
+                self.shadow_ledger.flush()
         return made
 
     def _begin(self, host_id: str, cores: int, max_hours: int | None,
@@ -232,7 +237,7 @@ class Calibration(CalibratedViews):
         return _Run(host_id, track, inputs, Outcomes(inputs.capacity), hours,
                     latest if stop == last_hour else stop)
 
-    def _finish(self, run: _Run) -> None:
+    def _finish(self, run: _Run, flush: bool = True) -> None:
         track = run.track
         track.next_launch = run.hours[-1] + HOUR_SECONDS
         # keep what the next catch-up reads again: a day of measurements, 2 of capacity
@@ -241,7 +246,8 @@ class Calibration(CalibratedViews):
         track.inputs = run.inputs.trimmed(min(track.next_launch - 86400.0, bin_start),
                                           track.next_launch - 2 * 86400.0)
         self._settle(run.host_id, track, run.outcomes, run.settle_until)
-        self.shadow_ledger.flush()
+        if flush:
+            self.shadow_ledger.flush()
 
     def _push_bins(self, track: _Track, inputs: ShadowInputs, until: float) -> None:
         stop = int(self.bank.bin_of(until))
