@@ -46,6 +46,7 @@ from typing import Any
 import numpy as np
 
 from scheduler.errors import InvalidArgumentError
+from scheduler.ring_means import nanmean, profile
 from scheduler.row_state import RowState, check_hosts
 
 FORECASTERS = ("day_average", "last_hour", "hour_of_day", "hour_of_week", "kalman", "tendency")
@@ -307,16 +308,17 @@ class ForecastBank(RowState):
         s = self.settings
         h, per_day = s.history_bins, s.bins_per_day
         boundary = np.where(self.next_bin[idx] < 0, first, self.next_bin[idx])
-        recent = boundary[:, None] - 1 - np.arange(per_day)[None, :]
         # the rows' bins are read where needed, never the whole ring copied
-        day = _nanmean(self.ring[idx[:, None], recent % h],
-                       valid=recent >= boundary[:, None] - h + 1)
+        back = np.arange(1, per_day + 1)
+        cells = (boundary % h)[:, None] - back[None, :]
+        cells += np.where(cells < 0, h, 0) + (idx * h)[:, None]
+        day = nanmean(np.take(self.ring, cells), valid=(back < h)[None, :])
         day = np.where(np.isfinite(day), day, self.last_value[idx])
         targets = first[:, None] + np.arange(horizon)[None, :]
         span = s.profile_days * per_day
-        hod = _profile(self.ring, idx, targets, boundary, per_day, span)
+        hod = profile(self.ring, idx, targets, boundary, per_day, span)
         hod = np.where(np.isfinite(hod), hod, day[:, None])
-        how = _profile(self.ring, idx, targets, boundary, 7 * per_day, span)
+        how = profile(self.ring, idx, targets, boundary, 7 * per_day, span)
         how = np.where(np.isfinite(how), how, hod)
         step = np.where(self.direction[idx] > 0, self.step_up[idx],
                         np.where(self.direction[idx] < 0, -self.step_down[idx], 0.0))
@@ -382,30 +384,3 @@ def _choose(errors: np.ndarray) -> np.ndarray:
     finite = np.isfinite(errors)
     best = np.argmin(np.where(finite, errors, np.inf), axis=1)
     return np.where(finite.any(axis=1), best, DEFAULT_FORECASTER)
-
-
-def _nanmean(values: np.ndarray, valid: np.ndarray) -> np.ndarray:
-    ok = valid & np.isfinite(values)
-    count = np.count_nonzero(ok, axis=-1)
-    total = np.where(ok, values, 0.0).sum(axis=-1)
-    return np.divide(total, count, out=np.full(count.shape, np.nan), where=count > 0)
-
-
-def _profile(ring: np.ndarray, idx: np.ndarray, targets: np.ndarray, boundary: np.ndarray,
-             period: int, span: int) -> np.ndarray:
-    """Mean of the bins one or more periods before each target, within ``span`` bins before
-    the boundary (NaN where none is observed), for the ``idx`` rows of ``ring``."""
-    offsets = targets - boundary[:, None]
-    ahead = int(np.max(offsets)) if targets.size else 0
-    back = period * np.arange(1, (span + max(ahead, 0)) // period + 2)
-    # which sources count depends on the target's offset from the boundary alone: when
-    # every row's targets sit alike (one launch for all), one mask serves every row
-    alike = offsets[:1] if (offsets == offsets[:1]).all() else offsets
-    before = alike[:, :, None] - back[None, None, :]
-    valid = (before < 0) & (before >= -span)
-    # each source's cell in the flattened ring; the remainders are taken on the small
-    # factors (an int64 remainder per cell costs more than the rest of the profile)
-    h = ring.shape[1]
-    cells = (targets % h)[:, :, None] - (back % h)[None, None, :]
-    cells += np.where(cells < 0, h, 0) + (idx * h)[:, None, None]
-    return _nanmean(np.take(ring, cells), valid)
