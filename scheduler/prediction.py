@@ -314,54 +314,6 @@ def _host_moments(host_servers: Servers) -> tuple[np.ndarray, np.ndarray]:
     return means, np.sqrt(np.maximum(variances, 0.0))
 
 
-def prime_host_moments(predictions: Sequence[Prediction]) -> None:
-    """Work out the host moments of every prediction with a backlog in one batch of
-    integrals, for :meth:`Prediction.host_moments` to return: each host is its own problem
-    either way (the same figures, a matrix product's rounding aside), and many small
-    predictions cost one integration's rounds instead of one each."""
-    pending = [p for p in predictions if p.backlog_law is not None
-               and "_host_moments" not in p.__dict__]
-    if len(pending) < 2:
-        return
-    batches = [_host_batch(p._host_servers if isinstance(p._host_servers, MixtureServers)
-                           else _as_mixture(p._host_servers), len(p.hosts)) for p in pending]
-    groups = max(b.mult.shape[1] for b in batches)
-    atoms = max(b.weight.shape[2] for b in batches)
-    joined = _host_moments_of(_concatenate([_padded(b, groups, atoms) for b in batches]))
-    start = 0
-    for p, b in zip(pending, batches):
-        stop = start + b.mult.shape[0]
-        # what the cached property would hold (it keeps its value in the instance dict)
-        p.__dict__["_host_moments"] = (joined[0][start:stop], joined[1][start:stop])
-        start = stop
-
-
-def _padded(batch: MixtureServers, groups: int, atoms: int) -> MixtureServers:
-    """``batch`` with unused core groups (mult 0) and atoms of weight 0 up to the sizes
-    given: copies of a group and an atom it has, which change no sum."""
-    _, have, depth = batch.weight.shape
-    take_group = np.minimum(np.arange(groups), have - 1) if have < groups else slice(None)
-    take_atom = np.where(np.arange(atoms) < depth, np.arange(atoms), 0) if depth < atoms \
-        else slice(None)
-    parts = Servers(**{name: getattr(batch.parts, name)[:, take_group][:, :, take_atom]
-                       for name in _FIELDS})
-    weight = batch.weight[:, take_group][:, :, take_atom]
-    mult = batch.mult[:, take_group]
-    if have < groups:
-        weight[:, have:] = 0.0
-        mult[:, have:] = 0.0
-    if depth < atoms:
-        weight[:, :, depth:] = 0.0
-    return MixtureServers(parts, weight, mult)
-
-
-def _concatenate(batches: Sequence[MixtureServers]) -> MixtureServers:
-    parts = Servers(**{name: np.concatenate([getattr(b.parts, name) for b in batches])
-                       for name in _FIELDS})
-    return MixtureServers(parts, np.concatenate([b.weight for b in batches]),
-                          np.concatenate([b.mult for b in batches]))
-
-
 def _host_batch(host_servers: MixtureServers, hosts: int) -> MixtureServers:
     """(hosts, groups, atoms): each host a problem of its core groups."""
     groups = host_servers.mult.shape[-1] // hosts

@@ -39,7 +39,8 @@ from scheduler import Calibrator, ForecastBank, Host
 from scheduler.backlog import Backlog
 from scheduler.backlog_weight import BacklogWeights, WeightSettings
 from scheduler.calibrated import host_quantiles
-from scheduler.prediction import predict_hosts, prime_host_moments
+from scheduler.host_moments import prime_host_moments
+from scheduler.prediction import predict_hosts
 
 HOUR_SECONDS = 3600.0
 VIEWS = ("carried", "state")

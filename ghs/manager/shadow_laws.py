@@ -3,7 +3,7 @@ law of a single-host task of each length, and each view's model law (the host as
 sees its run window, from the view's start).
 
 The laws are predicted first and their integrals worked out later
-(:func:`scheduler.prediction.prime_host_moments`), so a refresh of many hosts integrates all
+(:func:`scheduler.host_moments.prime_host_moments`), so a refresh of many hosts integrates all
 their launches in a few batches (:meth:`ghs.manager.calibration.Calibration.advance_hosts`).
 """
 

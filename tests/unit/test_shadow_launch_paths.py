@@ -108,3 +108,28 @@ def test_several_window_lengths_forecast_as_each_alone():
         assert (found.values == alone.values).all() and found.forecaster == alone.forecaster
         assert (found.value == alone.value).all()
         assert found.window_bins == alone.window_bins
+
+
+def test_host_moments_integrated_together_are_each_predictions_own():
+    from scheduler.host_moments import prime_host_moments
+
+    def predictions():
+        four = Host("f", lam=0.004, mu=1 / 300, sigma=400, rho=0.3, cores=4)
+        return [
+            predict_hosts(copies_of(HOSTS[:3]), WORKS[:3], "lognormal",
+                          backlog=[_jobs(600.0, 4e5), Backlog.steady_state(), _jobs(90.0, 1e3)]),
+            predict_hosts(copies_of(HOSTS[:2]), WORKS[:2], "lognormal",
+                          backlog=[Backlog.idle()] * 2),
+            predict_hosts(copies_of([four, HOSTS[0]]), WORKS[1:3], "gamma",
+                          backlog=[Backlog.exact([300.0, 900.0, 50.0]), _jobs(500.0, 1e5)]),
+            predict_hosts(copies_of(HOSTS[1:]), WORKS[1:], "lognormal",
+                          backlog=[_jobs(700.0, 2e5), Backlog.idle(), Backlog.idle()]),
+            predict_hosts(copies_of(HOSTS[:2]), WORKS[:2], "lognormal"),  # no backlog
+        ]
+
+    primed, alone = predictions(), predictions()
+    prime_host_moments(primed)
+    assert "_host_moments" in primed[0].__dict__ and "_host_moments" in primed[3].__dict__
+    for together, own in zip(primed, alone):
+        for got, expected in zip(together.host_moments(), own.host_moments()):
+            assert got == pytest.approx(expected, rel=1e-13)
