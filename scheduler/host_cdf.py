@@ -26,6 +26,13 @@ _ROUNDS_TO_ONE = 1e-17
 _LOG_ROUNDS_TO_ONE = 1e-20
 
 
+def hosts_cdf(servers: Servers | MixtureServers, x: np.ndarray, hosts: int) -> np.ndarray:
+    """(hosts, len(x)) CDF of each host's completion, ``x`` increasing, by either route."""
+    if isinstance(servers, Servers):
+        return servers_cdf(servers, x, hosts)
+    return mixture_cdf(servers, x, hosts)
+
+
 def servers_cdf(servers: Servers, x: np.ndarray, hosts: int) -> np.ndarray:
     """(hosts, len(x)) CDF of each host's completion, ``x`` increasing: the product over its
     core groups of F^mult, F = 1 - q sf(x - t) from t on. The values of exp(summed

@@ -15,7 +15,7 @@ from scheduler import completion, fits
 from scheduler.backlog import Backlog
 from scheduler.choices import DISTRIBUTIONS
 from scheduler.errors import InvalidArgumentError
-from scheduler.host_cdf import mixture_cdf, servers_cdf
+from scheduler.host_cdf import hosts_cdf
 from scheduler.hosts import Host, HostArrays
 from scheduler.model import (
     _FIELDS,
@@ -78,12 +78,11 @@ class Prediction:
     def host_cdf(self, x: Any) -> np.ndarray:
         """P(host k has finished its share by x): shape (hosts, len(x)) for times x (seconds)."""
         flat = np.asarray(x, dtype=float).reshape(-1)
-        evaluate = servers_cdf if isinstance(self._host_servers, Servers) else mixture_cdf
         if (np.diff(flat) >= 0).all():
-            return evaluate(self._host_servers, flat, len(self.hosts))
+            return hosts_cdf(self._host_servers, flat, len(self.hosts))
         order = np.argsort(flat, kind="stable")
         cdf = np.empty((len(self.hosts), flat.size))
-        cdf[:, order] = evaluate(self._host_servers, flat[order], len(self.hosts))
+        cdf[:, order] = hosts_cdf(self._host_servers, flat[order], len(self.hosts))
         return cdf
 
     def host_moments(self) -> tuple[np.ndarray, np.ndarray]:
