@@ -10,6 +10,7 @@ geometric grid of times shared by all hosts (``GRID_POINTS``), vectorised over h
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -122,16 +123,27 @@ def _integral(grid: np.ndarray, survival: np.ndarray, power: int) -> float:
 def host_quantiles(prediction: Any, levels: Any = LEVELS) -> np.ndarray:
     """(hosts, levels) quantiles (seconds) of each host's own completion time: with explicit
     shares, one prediction gives many single-host tasks at once (hosts with no share: 0)."""
+    return joint_host_quantiles([prediction], levels)[0]
+
+
+def joint_host_quantiles(predictions: Sequence[Any], levels: Any = LEVELS) -> list[np.ndarray]:
+    """:func:`host_quantiles` of each of ``predictions``, on the one grid a prediction of all
+    their hosts together would use (so the hosts may be predicted in groups, each the cheapest
+    way, and give what one prediction of them all gives)."""
     nominal = np.asarray(levels, dtype=float)
-    dedicated = np.asarray(prediction.dedicated_seconds, dtype=float)
-    positive = dedicated[dedicated > 0]
+    dedicated = [np.asarray(p.dedicated_seconds, dtype=float) for p in predictions]
+    every = np.concatenate(dedicated)
+    positive = every[every > 0]
     if positive.size == 0:
-        return np.zeros((dedicated.size, nominal.size))
-    means, stds = prediction.host_moments()
-    high = float(np.max(means + 12.0 * stds)) * 1.5
+        return [np.zeros((d.size, nominal.size)) for d in dedicated]
+    high = max(float(np.max(means + 12.0 * stds))
+               for means, stds in (p.host_moments() for p in predictions)) * 1.5
     grid = np.geomspace(0.5 * positive.min(), max(high, 4.0 * positive.min()), 4 * GRID_POINTS)
-    cdf = _monotone_rows(np.clip(prediction.host_cdf(grid), 0.0, 1.0))
-    return np.where(dedicated[:, None] > 0, _row_quantiles(grid, cdf, nominal), 0.0)
+    out = []
+    for prediction, shares in zip(predictions, dedicated):
+        cdf = _monotone_rows(np.clip(prediction.host_cdf(grid), 0.0, 1.0))
+        out.append(np.where(shares[:, None] > 0, _row_quantiles(grid, cdf, nominal), 0.0))
+    return out
 
 
 def _grid(prediction: Any, factors: np.ndarray) -> np.ndarray:

@@ -46,6 +46,7 @@ from typing import Any
 import numpy as np
 
 from scheduler.errors import InvalidArgumentError
+from scheduler.ring_means import nanmean, profile
 from scheduler.row_state import RowState, check_hosts
 
 FORECASTERS = ("day_average", "last_hour", "hour_of_day", "hour_of_week", "kalman", "tendency")
@@ -190,11 +191,19 @@ class ForecastBank(RowState):
         Uses the bins completed so far; a launch past the next bin is allowed (profiles follow
         its hour). Rows without any data give NaN and the default forecaster.
         """
+        return self.forecast_windows(host_indices, launch_seconds, [duration_seconds])[0]
+
+    def forecast_windows(self, host_indices: Any, launch_seconds: Any,
+                         durations_seconds: Any) -> list[WindowForecast]:
+        """:meth:`forecast` for each of several window lengths (seconds) from the same
+        launches: the forecasters' paths are worked out once, for the longest window."""
         idx = self.rows(host_indices)
-        if not (isinstance(duration_seconds, (int, float)) and 0 < duration_seconds < math.inf):
-            raise InvalidArgumentError(f"duration_seconds must be positive and finite, got "
-                                       f"{duration_seconds!r}", field="duration_seconds",
-                                       value=duration_seconds)
+        durations = list(durations_seconds)
+        for duration in durations:
+            if not (isinstance(duration, (int, float)) and 0 < duration < math.inf):
+                raise InvalidArgumentError(f"duration_seconds must be positive and finite, got "
+                                           f"{duration!r}", field="duration_seconds",
+                                           value=duration)
         launch = np.broadcast_to(np.asarray(launch_seconds, dtype=float), idx.shape)
         if not np.isfinite(launch).all():
             raise InvalidArgumentError("launch_seconds must be finite", field="launch_seconds",
@@ -202,12 +211,22 @@ class ForecastBank(RowState):
         bs = self.settings.bin_seconds
         shifted = launch + self.settings.utc_offset_seconds
         first = np.floor(shifted / bs).astype(np.int64)
-        horizon = math.floor(float(np.max((shifted + duration_seconds) / bs - first))) + 1
+        horizons = [math.floor(float(np.max((shifted + d) / bs - first))) + 1 for d in durations]
+        # a shorter window's paths are the first bins of the longest one's
+        paths = self._paths(idx, first, max(horizons, default=1))
+        return [self._window_forecast(idx, shifted, first, paths, horizon, float(duration))
+                for horizon, duration in zip(horizons, durations)]
+
+    def _window_forecast(self, idx: np.ndarray, shifted: np.ndarray, first: np.ndarray,
+                         paths: np.ndarray, horizon: int, duration_seconds: float
+                         ) -> WindowForecast:
+        bs = self.settings.bin_seconds
         edges = first[:, None] + np.arange(horizon + 1)[None, :]
         lo = np.clip(edges[:, :-1] * bs, shifted[:, None], (shifted + duration_seconds)[:, None])
         hi = np.clip(edges[:, 1:] * bs, shifted[:, None], (shifted + duration_seconds)[:, None])
         weights = (hi - lo) / duration_seconds
-        paths = self._paths(idx, first, horizon)
+        if horizon < paths.shape[2]:
+            paths = np.ascontiguousarray(paths[:, :, :horizon])
         values = np.einsum("nfl,nl->nf", paths, weights)
         length = duration_seconds / bs
         c = int(np.argmin(np.abs(np.log(np.asarray(WINDOW_CLASSES_BINS)) - math.log(
@@ -215,11 +234,13 @@ class ForecastBank(RowState):
         low, high = self.window_low[idx, c], self.window_high[idx, c]
         values = np.clip(values, np.where(np.isfinite(low), low, -np.inf)[:, None],
                          np.where(np.isfinite(high), high, np.inf)[:, None])
-        errors = self._recent_errors(idx)[:, c, :]
+        weight = self.error_weight[idx, c]
+        errors = np.divide(self.error_sum[idx, c], weight, out=np.full(weight.shape, np.nan),
+                           where=weight > 0)
         chosen = _choose(errors)
         rows = np.arange(idx.size)
         return WindowForecast(value=values[rows, chosen],
-                              forecaster=tuple(FORECASTERS[f] for f in chosen),
+                              forecaster=tuple(np.asarray(FORECASTERS)[chosen].tolist()),
                               recent_error=errors[rows, chosen], values=values, errors=errors,
                               window_bins=WINDOW_CLASSES_BINS[c])
 
@@ -287,16 +308,17 @@ class ForecastBank(RowState):
         s = self.settings
         h, per_day = s.history_bins, s.bins_per_day
         boundary = np.where(self.next_bin[idx] < 0, first, self.next_bin[idx])
-        recent = boundary[:, None] - 1 - np.arange(per_day)[None, :]
-        ring = self.ring[idx]
-        rows = np.arange(idx.size)[:, None]
-        day = _nanmean(ring[rows, recent % h], valid=recent >= boundary[:, None] - h + 1)
+        # the rows' bins are read where needed, never the whole ring copied
+        back = np.arange(1, per_day + 1)
+        cells = (boundary % h)[:, None] - back[None, :]
+        cells += np.where(cells < 0, h, 0) + (idx * h)[:, None]
+        day = nanmean(np.take(self.ring, cells), valid=(back < h)[None, :])
         day = np.where(np.isfinite(day), day, self.last_value[idx])
         targets = first[:, None] + np.arange(horizon)[None, :]
         span = s.profile_days * per_day
-        hod = _profile(ring, targets, boundary, per_day, span)
+        hod = profile(self.ring, idx, targets, boundary, per_day, span)
         hod = np.where(np.isfinite(hod), hod, day[:, None])
-        how = _profile(ring, targets, boundary, 7 * per_day, span)
+        how = profile(self.ring, idx, targets, boundary, 7 * per_day, span)
         how = np.where(np.isfinite(how), how, hod)
         step = np.where(self.direction[idx] > 0, self.step_up[idx],
                         np.where(self.direction[idx] < 0, -self.step_down[idx], 0.0))
@@ -362,22 +384,3 @@ def _choose(errors: np.ndarray) -> np.ndarray:
     finite = np.isfinite(errors)
     best = np.argmin(np.where(finite, errors, np.inf), axis=1)
     return np.where(finite.any(axis=1), best, DEFAULT_FORECASTER)
-
-
-def _nanmean(values: np.ndarray, valid: np.ndarray) -> np.ndarray:
-    ok = valid & np.isfinite(values)
-    count = ok.sum(axis=-1)
-    total = np.where(ok, values, 0.0).sum(axis=-1)
-    return np.divide(total, count, out=np.full(count.shape, np.nan), where=count > 0)
-
-
-def _profile(ring: np.ndarray, targets: np.ndarray, boundary: np.ndarray, period: int,
-             span: int) -> np.ndarray:
-    """Mean of the bins one or more periods before each target, within ``span`` bins before
-    the boundary (NaN where none is observed)."""
-    ahead = int(np.max(targets - boundary[:, None])) if targets.size else 0
-    periods = np.arange(1, (span + max(ahead, 0)) // period + 2)
-    sources = targets[:, :, None] - period * periods[None, None, :]
-    valid = (sources < boundary[:, None, None]) & (sources >= boundary[:, None, None] - span)
-    rows = np.arange(ring.shape[0])[:, None, None]
-    return _nanmean(ring[rows, sources % ring.shape[1]], valid)

@@ -15,6 +15,7 @@ from scheduler import completion, fits
 from scheduler.backlog import Backlog
 from scheduler.choices import DISTRIBUTIONS
 from scheduler.errors import InvalidArgumentError
+from scheduler.host_cdf import hosts_cdf
 from scheduler.hosts import Host, HostArrays
 from scheduler.model import (
     _FIELDS,
@@ -35,8 +36,6 @@ REL_TOL = 1e-5
 # mixture's exact moments (heavy-tailed backlogs lose some accuracy in the quantiles, see
 # scheduler.model.collapsed_servers), which costs what an idle start costs.
 MIXTURE_MAX_COMPONENTS = 256
-# a survival below this leaves 1 - q sf equal to 1 in double precision
-_ROUNDS_TO_ONE = 1e-17
 
 
 @dataclass(frozen=True, eq=False)
@@ -78,23 +77,13 @@ class Prediction:
 
     def host_cdf(self, x: Any) -> np.ndarray:
         """P(host k has finished its share by x): shape (hosts, len(x)) for times x (seconds)."""
-        flat = np.asarray(x, dtype=float).reshape(1, -1)
-        if isinstance(self._host_servers, Servers):
-            if (np.diff(flat[0]) >= 0).all():
-                return _servers_cdf(self._host_servers, flat[0], len(self.hosts))
-            order = np.argsort(flat[0], kind="stable")
-            cdf = np.empty((len(self.hosts), flat.size))
-            cdf[:, order] = _servers_cdf(self._host_servers, flat[0][order], len(self.hosts))
-            return cdf
-        # A backlog mixture keeps the log route: its CDF can stay at a level such as 0.5 or
-        # 0.9 between atoms, where a rounding difference moves the quantile across the flat.
-        per_server = completion.servers_log_cdf(self._host_servers, flat)[0]
-        mult = self._host_servers.mult[0]
-        # a host's share finishes when all of its processes do: F_k to the power of processes
-        log_cdf = np.where(mult > 0, mult * per_server, 0.0).T
-        # a backlog mixture has several core groups per host, laid out host by host
-        groups = log_cdf.shape[0] // len(self.hosts)
-        return np.exp(log_cdf.reshape(len(self.hosts), groups, -1).sum(axis=1))
+        flat = np.asarray(x, dtype=float).reshape(-1)
+        if (np.diff(flat) >= 0).all():
+            return hosts_cdf(self._host_servers, flat, len(self.hosts))
+        order = np.argsort(flat, kind="stable")
+        cdf = np.empty((len(self.hosts), flat.size))
+        cdf[:, order] = hosts_cdf(self._host_servers, flat[order], len(self.hosts))
+        return cdf
 
     def host_moments(self) -> tuple[np.ndarray, np.ndarray]:
         """(mean, std) of each host's own completion time (the max over its cores)."""
@@ -278,61 +267,14 @@ def _predict(arrays: HostArrays, work: float, shares: np.ndarray, dist: str,
     )
 
 
-def _servers_cdf(servers: Servers, x: np.ndarray, hosts: int) -> np.ndarray:
-    """(hosts, len(x)) CDF of each host's completion, ``x`` increasing: the product over its
-    core groups of F^mult, F = 1 - q sf(x - t) from t on. The values of exp(summed
-    Servers.log_cdf) to rounding, without a log and an exp per point."""
-    mult = servers.mult[0]
-    cdf = _component_cdfs(servers, x)
-    # no share (mult 0): finished from the start; a host's share finishes when all of its
-    # processes do (a few distinct counts)
-    cdf[mult == 0] = 1.0
-    for count in np.unique(mult):
-        if count not in (0.0, 1.0):
-            rows = mult == count
-            cdf[rows] = _power(cdf[rows], float(count))
-    groups = cdf.shape[0] // hosts
-    return cdf if groups == 1 else cdf.reshape(hosts, groups, -1).prod(axis=1)
-
-
-def _component_cdfs(servers: Servers, x: np.ndarray) -> np.ndarray:
-    """(servers, len(x)) F = 1 - q sf(x - t) of each server type (its mult aside), evaluated
-    only where F is neither 0 (before t) nor 1 to double precision (past the point where
-    q sf < 1e-17, 1 - q sf rounds to 1 exactly): a contiguous run of points per server."""
-    t = servers.t[0]
-    first = np.searchsorted(x, t)
-    stop = np.maximum(np.searchsorted(x, servers.upper_bound(_ROUNDS_TO_ONE)[0]), first)
-    cdf = (np.arange(x.size)[None, :] >= stop[:, None]).astype(float)
-    counts = stop - first
-    rows = np.repeat(np.arange(t.size), counts)
-    flat = np.arange(rows.size) + np.repeat(first + x.size * np.arange(t.size)
-                                            - np.cumsum(counts) + counts, counts)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        survival = fits.sf(servers.code[0][rows], np.repeat(servers.p1[0], counts),
-                           np.repeat(servers.p2[0], counts),
-                           x[flat - rows * x.size] - np.repeat(t, counts))
-    cdf.ravel()[flat] = 1.0 - np.repeat(servers.q[0], counts) * survival
-    return cdf
-
-
-def _power(values: np.ndarray, count: float) -> np.ndarray:
-    """values ** count, by repeated squaring for a whole count (a general power costs a log
-    and an exp per value)."""
-    if not (count.is_integer() and 1 <= count <= 64):
-        return values ** count
-    out, base, left = np.ones_like(values), values, int(count)
-    while left:
-        if left & 1:
-            out = out * base
-        left >>= 1
-        if left:
-            base = base * base
-    return out
-
-
 def _merge_identical(servers: Servers) -> Servers:
     """One server type per distinct law (a lab of identical machines costs one evaluation)."""
     used = servers.mult[0] > 0
+    dedicated = servers.t[0][used]
+    if np.unique(dedicated).size == dedicated.size:
+        # distinct dedicated times make distinct laws (the usual case), seen by one sort
+        return Servers(**{name: getattr(servers, name)[:, used]
+                          for name in ("t", "q", "code", "p1", "p2", "mult")})
     rows = np.column_stack([servers.t[0], servers.q[0], servers.code[0], servers.p1[0],
                             servers.p2[0]])[used]
     # rows sorted as np.unique(axis=0) sorts them (first column first): a distinct set, the
@@ -371,14 +313,23 @@ def _host_moments(host_servers: Servers) -> tuple[np.ndarray, np.ndarray]:
     return means, np.sqrt(np.maximum(variances, 0.0))
 
 
-def _mixture_host_moments(host_servers: MixtureServers, hosts: int
-                          ) -> tuple[np.ndarray, np.ndarray]:
-    """Each host's completion (max over its core groups), integrated host by host."""
+def _host_batch(host_servers: MixtureServers, hosts: int) -> MixtureServers:
+    """(hosts, groups, atoms): each host a problem of its core groups."""
     groups = host_servers.mult.shape[-1] // hosts
     parts = Servers(**{name: getattr(host_servers.parts, name).reshape(hosts, groups, -1)
                        for name in _FIELDS})
-    batch = MixtureServers(parts, host_servers.weight.reshape(hosts, groups, -1),
-                           host_servers.mult.reshape(hosts, groups))
+    return MixtureServers(parts, host_servers.weight.reshape(hosts, groups, -1),
+                          host_servers.mult.reshape(hosts, groups))
+
+
+def _mixture_host_moments(host_servers: MixtureServers, hosts: int
+                          ) -> tuple[np.ndarray, np.ndarray]:
+    """Each host's completion (max over its core groups), integrated host by host."""
+    return _host_moments_of(_host_batch(host_servers, hosts))
+
+
+def _host_moments_of(batch: MixtureServers) -> tuple[np.ndarray, np.ndarray]:
+    hosts = batch.mult.shape[0]
     used = batch.mult.sum(axis=1) > 0
     means, variances = np.zeros(hosts), np.zeros(hosts)
     if used.any():

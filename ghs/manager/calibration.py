@@ -25,18 +25,21 @@ from __future__ import annotations
 import math
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from ghs.manager.calibrated_views import CalibratedViews
 from ghs.manager.realised import Outcomes
+from ghs.manager.shadow_laws import DIST, LEVELS, HostLaws, LaunchPlan, copies_of
 from ghs.manager.shadow_ledger import ShadowLedger
 from ghs.manager.shadow_start import ShadowInputs, host_at, starts_of
 from scheduler import Calibrator, ForecastBank, Host
 from scheduler.backlog import Backlog
 from scheduler.backlog_weight import BacklogWeights, WeightSettings
 from scheduler.calibrated import host_quantiles
+from scheduler.host_moments import prime_host_moments
 from scheduler.prediction import predict_hosts
 
 HOUR_SECONDS = 3600.0
@@ -45,8 +48,10 @@ VIEWS = ("carried", "state")
 LEDGER_NAMES = {"carried": ("calibrated", "uncalibrated"),
                 "state": ("calibrated-state", "uncalibrated-state"),
                 "record": ("calibrated-record", "uncalibrated-record")}
-LEVELS = ("p50", "p90", "p95")
-DIST = "lognormal"
+# launches (host-hours) one refresh plans before it integrates their laws together
+LAUNCHES_PER_BATCH = 32
+# predictions whose integrals are worked out in one batch (bounds the arrays' memory)
+PREDICTIONS_PER_BATCH = 64
 
 
 @dataclass
@@ -74,7 +79,21 @@ class _Track:
     inputs: ShadowInputs | None = None
 
 
-class Calibration:
+@dataclass
+class _Run:
+    """One host's catch-up: the hours it launches on, its inputs and outcomes, the launches
+    planned (when many hosts are refreshed together) and until when it scores at the end."""
+
+    host_id: str
+    track: _Track
+    inputs: ShadowInputs
+    outcomes: Outcomes
+    hours: list[float]
+    settle_until: float
+    plans: list[LaunchPlan | None] = field(default_factory=list)
+
+
+class Calibration(CalibratedViews):
     """Forecasts, start batteries and calibrators of every host, kept current from ``store``
     (a :class:`ghs.manager.store.ManagerStore`)."""
 
@@ -137,47 +156,99 @@ class Calibration:
         the lock waits for one chunk) and score those now known. Returns how many launches
         were made. ``latest_epoch_seconds``: the host's newest record if the caller has it."""
         with self.lock:
-            track = self.track(host_id, cores)
-            latest = latest_epoch_seconds
-            if latest is None:
-                latest = self.store.streams.latest_epoch_seconds(host_id)
-            if latest is None:
+            run = self._begin(host_id, cores, max_hours, latest_epoch_seconds)
+            if run is None:
                 return 0
-            last_hour = math.floor(latest / HOUR_SECONDS) * HOUR_SECONDS
-            oldest = last_hour - self.max_catch_up_hours * HOUR_SECONDS
-            first = oldest if track.next_launch is None else max(track.next_launch, oldest)
-            if first > last_hour:
-                return 0
-            stop = last_hour if max_hours is None else min(
-                last_hour, first + (max_hours - 1) * HOUR_SECONDS)
-            # a new host's forecasters start from the days before its first launch
-            since = first - (self.history_days if track.next_bin is None else 2) * 86400.0
-            # measurements are needed from the first bin to push and a day before the first
-            # launch (its 24-hour estimate); the capacity series from ``since`` (outcomes)
-            rows_since = None if track.next_bin is None else min(
-                first - 86400.0, track.next_bin * self.bank.settings.bin_seconds
-                - self.bank.settings.utc_offset_seconds)
-            inputs = ShadowInputs.load(self.store, host_id, track.cores,
-                                       since_epoch_seconds=since,
-                                       rows_since_epoch_seconds=rows_since,
-                                       previous=track.inputs)
-            if track.next_bin is None:
-                track.next_bin = int(self.bank.bin_of(since))
             made = 0
-            outcomes = Outcomes(inputs.capacity)
-            for hour in np.arange(first, stop + 1.0, HOUR_SECONDS):
-                self._push_bins(track, inputs, float(hour))
-                self._settle(host_id, track, outcomes, float(hour))
-                made += self._launch(host_id, track, inputs, float(hour))
-            track.next_launch = stop + HOUR_SECONDS
-            # keep what the next catch-up reads again: a day of measurements, 2 of capacity
-            bin_start = track.next_bin * self.bank.settings.bin_seconds \
-                - self.bank.settings.utc_offset_seconds
-            track.inputs = inputs.trimmed(min(track.next_launch - 86400.0, bin_start),
-                                          track.next_launch - 2 * 86400.0)
-            self._settle(host_id, track, outcomes, latest if stop == last_hour else stop)
-            self.shadow_ledger.flush()
+            for hour in run.hours:
+                self._push_bins(run.track, run.inputs, hour)
+                self._settle(host_id, run.track, run.outcomes, hour)
+                made += self._record(host_id, run.track, self._plan(run, hour))
+            self._finish(run)
             return made
+
+    def advance_hosts(self, hosts: Sequence[tuple[str, int]], *,
+                      max_hours: int | None = None) -> int:
+        """:meth:`advance` of each (host id, cores) in turn: the same launches, scores and
+        ledger, with the model integrals of many hosts' launches worked out together (the
+        scores still move each calibrator host after host, as the launches were reported).
+        Returns how many launches were made."""
+        if self.weights.settings.by_record:
+            # the record's start choice moves with every score: host by host
+            return sum(self.advance(h, c, max_hours=max_hours) for h, c in hosts)
+        made, items = 0, list(hosts)
+        while items:
+            # a batch of about LAUNCHES_PER_BATCH launches holds the lock: a query waits
+            # for one batch, as for one host's chunk in advance
+            with self.lock:
+                runs, planned = [], 0
+                while items and planned < LAUNCHES_PER_BATCH:
+                    host_id, cores = items.pop(0)
+                    run = self._begin(host_id, cores, max_hours, None)
+                    if run is None:
+                        continue
+                    # the forecasts of each hour see the bins pushed by then, as in advance
+                    for hour in run.hours:
+                        self._push_bins(run.track, run.inputs, hour)
+                        run.plans.append(self._plan(run, hour))
+                    runs.append(run)
+                    planned += len(run.hours)
+                laws = [p for run in runs for plan in run.plans if plan is not None
+                        for p in plan.laws.predictions]
+                for k in range(0, len(laws), PREDICTIONS_PER_BATCH):
+                    prime_host_moments(laws[k:k + PREDICTIONS_PER_BATCH])
+                for run in runs:
+                    for hour, plan in zip(run.hours, run.plans):
+                        self._settle(run.host_id, run.track, run.outcomes, hour)
+                        made += self._record(run.host_id, run.track, plan)
+                    self._finish(run, flush=False)
+                # one transaction for the batch's ledger rows
+                self.shadow_ledger.flush()
+        return made
+
+    def _begin(self, host_id: str, cores: int, max_hours: int | None,
+               latest: float | None) -> _Run | None:
+        """The hours a catch-up of the host launches on and its inputs (None: nothing to do)."""
+        track = self.track(host_id, cores)
+        if latest is None:
+            latest = self.store.streams.latest_epoch_seconds(host_id)
+        if latest is None:
+            return None
+        last_hour = math.floor(latest / HOUR_SECONDS) * HOUR_SECONDS
+        oldest = last_hour - self.max_catch_up_hours * HOUR_SECONDS
+        first = oldest if track.next_launch is None else max(track.next_launch, oldest)
+        if first > last_hour:
+            return None
+        stop = last_hour if max_hours is None else min(
+            last_hour, first + (max_hours - 1) * HOUR_SECONDS)
+        # a new host's forecasters start from the days before its first launch
+        since = first - (self.history_days if track.next_bin is None else 2) * 86400.0
+        # measurements are needed from the first bin to push and a day before the first
+        # launch (its 24-hour estimate); the capacity series from ``since`` (outcomes)
+        rows_since = None if track.next_bin is None else min(
+            first - 86400.0, track.next_bin * self.bank.settings.bin_seconds
+            - self.bank.settings.utc_offset_seconds)
+        inputs = ShadowInputs.load(self.store, host_id, track.cores,
+                                   since_epoch_seconds=since,
+                                   rows_since_epoch_seconds=rows_since,
+                                   previous=track.inputs)
+        if track.next_bin is None:
+            track.next_bin = int(self.bank.bin_of(since))
+        hours = [float(hour) for hour in np.arange(first, stop + 1.0, HOUR_SECONDS)]
+        return _Run(host_id, track, inputs, Outcomes(inputs.capacity), hours,
+                    latest if stop == last_hour else stop)
+
+    def _finish(self, run: _Run, flush: bool = True) -> None:
+        track = run.track
+        track.next_launch = run.hours[-1] + HOUR_SECONDS
+        # keep what the next catch-up reads again: a day of measurements, 2 of capacity
+        bin_start = track.next_bin * self.bank.settings.bin_seconds \
+            - self.bank.settings.utc_offset_seconds
+        track.inputs = run.inputs.trimmed(min(track.next_launch - 86400.0, bin_start),
+                                          track.next_launch - 2 * 86400.0)
+        self._settle(run.host_id, track, run.outcomes, run.settle_until)
+        if flush:
+            self.shadow_ledger.flush()
 
     def _push_bins(self, track: _Track, inputs: ShadowInputs, until: float) -> None:
         stop = int(self.bank.bin_of(until))
@@ -189,36 +260,47 @@ class Calibration:
             self.bank.push(rows, b, [lam, rho])
         track.next_bin = max(stop, start)
 
-    def _launch(self, host_id: str, track: _Track, inputs: ShadowInputs, hour: float) -> int:
-        """The shadow launches of one hour: every task length at once (one prediction of a
-        copy of the host per length, each copy's own law being that single-host task's)."""
-        snapshot = inputs.snapshot_near(hour, self.snapshot_fresh_seconds)
+    def _plan(self, run: _Run, hour: float) -> LaunchPlan | None:
+        """One hour's launch predicted, every task length at once (one prediction of a copy
+        of the host per length, each copy's own law being that single-host task's); None
+        before any arrival was measured."""
+        snapshot = run.inputs.snapshot_near(hour, self.snapshot_fresh_seconds)
         at = hour if snapshot is None else float(snapshot["epoch_seconds"])
-        day = host_at(host_id, inputs, at)
+        day = host_at(run.host_id, run.inputs, at)
         if day is None:
-            return 0
-        backlog = inputs.backlog_at(day, snapshot)
-        works = self.lengths * track.cores * day.tau
+            return None
+        backlog = run.inputs.backlog_at(day, snapshot)
+        works = self.lengths * run.track.cores * day.tau
         n = len(works)
-        paper = predict_hosts(_copies(day, n), works, DIST)
+        paper = predict_hosts(copies_of([day] * n), works, DIST)
         paper_means, _ = paper.host_moments()
-        paper_q = host_quantiles(paper)
         # one window forecast per length serves every view
-        windows = [self._window([track], at, paper_means[j]) for j in range(n)]
+        windows = self._windows([run.track], at, paper_means)
         hosts, starts = [], []
         for view in self.views:
             for j in range(n):
-                found, start, _ = self._view_of(*windows[j], [track], [day], [backlog], view)
+                found, start, _ = self._view_of(*windows[j], [run.track], [day], [backlog],
+                                                view)
                 hosts.append(found[0])
                 starts.append(start[0])
-        shares = np.tile(works, len(self.views))
-        model = predict_hosts(_copies_of(hosts), shares, DIST, backlog=starts)
-        means = model.host_moments()[0].reshape(len(self.views), n)
-        model_q = host_quantiles(model).reshape(len(self.views), n, -1)
+        laws = HostLaws.predict(hosts, np.tile(works, len(self.views)), starts)
+        return LaunchPlan(at, day, backlog, works, paper_means, host_quantiles(paper), laws)
+
+    def _record(self, host_id: str, track: _Track, plan: LaunchPlan | None) -> int:
+        """A planned launch calibrated (each view's calibrators as they stand now), queued
+        for its outcome and written to the ledger. Returns the launches made."""
+        if plan is None:
+            return 0
+        n, at = len(plan.works), plan.at
+        means, model_q = plan.laws.means_and_quantiles()
+        means, model_q = means.reshape(len(self.views), n), model_q.reshape(len(self.views), n,
+                                                                            -1)
         candidates = None
-        if self.weights.settings.by_record and backlog.kind == "jobs" and backlog.job_means:
-            candidates = self._candidate_means(track, day, backlog, at, works, means[0])
-        rows = [("paper", paper_means, paper_q)]
+        if self.weights.settings.by_record and plan.backlog.kind == "jobs" \
+                and plan.backlog.job_means:
+            candidates = self._candidate_means(track, plan.day, plan.backlog, at, plan.works,
+                                               means[0])
+        rows = [("paper", plan.paper_means, plan.paper_quantiles)]
         for v, view in enumerate(self.views):
             reported_all = []
             for j, length in enumerate(self.lengths):
@@ -234,10 +316,10 @@ class Calibration:
         for name, mean, q in rows:
             for j, length in enumerate(self.lengths):
                 self.shadow_ledger.launch({"host_id": host_id, "launch_epoch_seconds": at,
-                                    "length_seconds": float(length), "predictor": name,
-                                    "mean": float(mean[j]),
-                                    **dict(zip(LEVELS, map(float, q[j]))),
-                                    "realised_seconds": None})
+                                           "length_seconds": float(length), "predictor": name,
+                                           "mean": float(mean[j]),
+                                           **dict(zip(LEVELS, map(float, q[j]))),
+                                           "realised_seconds": None})
         return n
 
     def _candidate_means(self, track: _Track, day: Host, backlog: Backlog, at: float,
@@ -245,8 +327,9 @@ class Calibration:
         """(lengths, candidates) means of every start candidate (one prediction for all)."""
         rows = [2 * track.row, 2 * track.row + 1]
         hosts, starts, shares = [], [], []
-        for work, duration in zip(works, durations):
-            values = self.bank.forecast(rows, at, max(float(duration), 1.0)).value
+        found = self.bank.forecast_windows(rows, at, [max(float(d), 1.0) for d in durations])
+        for work, window in zip(works, found):
+            values = window.value
             arrivals = starts_of(day, values, arrivals_only=True)
             for weight in self.weights.weights:
                 hosts.append(arrivals)
@@ -256,7 +339,7 @@ class Calibration:
                 hosts.append(starts_of(day, values, arrivals_only=False))
                 starts.append(Backlog.idle())
                 shares.append(work)
-        p = predict_hosts(_copies_of(hosts), shares, DIST, backlog=starts)
+        p = predict_hosts(copies_of(hosts), shares, DIST, backlog=starts)
         return p.host_moments()[0].reshape(len(works), -1)
 
     def _settle(self, host_id: str, track: _Track, outcomes: Outcomes, now: float) -> None:
@@ -313,97 +396,8 @@ class Calibration:
                 taken += 1
         return taken
 
-    # -- answering ---------------------------------------------------------------------------
-
-    def view_hosts(self, tracks: Sequence[_Track], days: Sequence[Host],
-                   backlogs: Sequence[Backlog], at: Any, duration_seconds: float,
-                   mode: str = "carried"
-                   ) -> tuple[list[Host], list[Backlog], list[dict[str, Any]]]:
-        """Each host as the calibrated predictor sees a run of ``duration_seconds`` from
-        ``at`` (epoch seconds, one for all or one per host): the forecast load, the start,
-        and what was used (JSON). ``mode``: ``carried`` (idle under the forecast measured
-        load, which carries the jobs running now), ``state`` (the given start, its jobs held
-        as backlog under the forecast load of new arrivals) or ``record`` (for a host with
-        jobs running, the start of lowest recent error on its record)."""
-        return self._view_of(*self._window(tracks, at, duration_seconds), tracks, days,
-                             backlogs, mode)
-
-    def _window(self, tracks: Sequence[_Track], at: Any, duration_seconds: float
-                ) -> tuple[Any, np.ndarray]:
-        """The window forecast of each host's lam and rho, and each host's start choice."""
-        rows = np.array([[2 * t.row, 2 * t.row + 1] for t in tracks]).reshape(-1)
-        launch = np.repeat(np.broadcast_to(np.asarray(at, dtype=float), (len(tracks),)), 2)
-        with self.lock:
-            found = self.bank.forecast(rows, launch, max(duration_seconds, 1.0))
-            choices = self.weights.choose([t.row for t in tracks])
-        return found, choices
-
-    def _view_of(self, found: Any, choices: np.ndarray, tracks: Sequence[_Track],
-                 days: Sequence[Host], backlogs: Sequence[Backlog], mode: str
-                 ) -> tuple[list[Host], list[Backlog], list[dict[str, Any]]]:
-        values = found.value.reshape(-1, 2)
-        hosts, starts, described = [], [], []
-        for k, (day, backlog) in enumerate(zip(days, backlogs)):
-            busy = backlog.kind == "jobs" and bool(backlog.job_means)
-            if mode == "carried":
-                choice = {"start": "carried"}
-            elif mode == "record" and busy:
-                choice = self.weights.describe(int(choices[k]))
-            else:
-                choice = {"start": "state"}
-            carried = choice["start"] == "carried" or backlog.kind == "idle"
-            hosts.append(starts_of(day, values[k], arrivals_only=not carried))
-            if choice["start"] == "carried":
-                starts.append(Backlog.idle())
-            else:
-                starts.append(backlog.weighted(choice.get("weight", 1.0)))
-            described.append({
-                "start": choice, "scored_launches": int(self.weights.scored[tracks[k].row]),
-                "forecast": {"lam_per_second": _forecaster(found, 2 * k),
-                             "rho": _forecaster(found, 2 * k + 1),
-                             "load": "arrivals" if not carried else "measured"}})
-        return hosts, starts, described
-
-    def factors(self, tracks: Sequence[_Track], dedicated_seconds: Sequence[float],
-                mode: str = "carried") -> tuple[np.ndarray, list[dict[str, Any]]]:
-        """(hosts, levels) quantile factors from the ``mode`` view's calibrator of each host's
-        nearest task length, and what was applied (JSON)."""
-        out = np.ones((len(tracks), len(LEVELS)))
-        described = []
-        kept = self.calibrators[mode]
-        for k, (track, dedicated) in enumerate(zip(tracks, dedicated_seconds)):
-            j = int(np.argmin(np.abs(np.log(self.lengths) - math.log(max(dedicated, 1.0)))))
-            calibrator = kept[j]
-            out[k] = calibrator.factors([track.row])[0]
-            coverage = calibrator.coverage([track.row])[0]
-            described.append({
-                "view": mode, "length_seconds": float(self.lengths[j]),
-                "factors": dict(zip(LEVELS, map(float, out[k]))),
-                "scored_launches": int(calibrator.scored[track.row, 0]),
-                "coverage": {level: None if math.isnan(c) else float(c)
-                             for level, c in zip(LEVELS, coverage)}})
-        return out, described
-
     # -- the ledger --------------------------------------------------------------------------
 
     def ledger(self, host_ids: Sequence[str] | None = None) -> list[dict[str, Any]]:
         """Scored shadow launches (oldest first), every predictor's row."""
         return self.shadow_ledger.scored(host_ids)
-
-
-def _copies(host: Host, n: int) -> list[Host]:
-    return _copies_of([host] * n)
-
-
-def _copies_of(hosts: Sequence[Host]) -> list[Host]:
-    """The hosts renamed apart (a prediction needs distinct names)."""
-    return [replace(host, name=f"{host.name}#{k}") for k, host in enumerate(hosts)]
-
-
-def _forecaster(found: Any, row: int) -> dict[str, Any]:
-    def number(x: Any) -> float | None:
-        value = float(x)
-        return value if math.isfinite(value) else None
-
-    return {"forecaster": found.forecaster[row], "value": number(found.value[row]),
-            "recent_error": number(found.recent_error[row])}

@@ -84,8 +84,9 @@ class QueryService:
     def refresh(self, chunk_hours: int = 6) -> int:
         """One pass bringing every host's forecast and calibration up to date, at most
         ``chunk_hours`` of each host's record (shadow launches made; call again while > 0)."""
-        made = sum(self.calibration.advance(facts.host_id, facts.cores, max_hours=chunk_hours)
-                   for facts in self.cache.store.hosts())
+        made = self.calibration.advance_hosts(
+            [(facts.host_id, facts.cores) for facts in self.cache.store.hosts()],
+            max_hours=chunk_hours)
         # reports of the last two days (what a restarted manager's record spans)
         self.calibration.absorb_reports(self.clock() - 2 * 86400.0)
         return made

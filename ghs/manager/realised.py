@@ -63,10 +63,11 @@ def realised_seconds(series: CapacitySeries, launch_epoch: float,
                      dedicated_seconds: float) -> float | None:
     """Seconds from ``launch_epoch`` until a task of ``dedicated_seconds`` per core finishes
     on every core; None while the series does not reach that far or is broken on the way."""
-    after = series.end > launch_epoch
-    if not after.any():
+    # the intervals ending after the launch: a suffix of the series (stored in time order)
+    first = int(np.searchsorted(series.end, launch_epoch, side="right"))
+    if first == series.end.size:
         return None
-    start, end, free = series.start[after], series.end[after], series.free[after]
+    start, end, free = series.start[first:], series.end[first:], series.free[first:]
     if start[0] > launch_epoch + GAP_TOLERANCE_SECONDS or (
             start[1:] - end[:-1] > GAP_TOLERANCE_SECONDS).any():
         breaks = np.nonzero(start[1:] - end[:-1] > GAP_TOLERANCE_SECONDS)[0]

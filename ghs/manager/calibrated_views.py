@@ -1,0 +1,112 @@
+"""How the calibrated predictor sees a host at a query: the run window's forecast load, the
+start, and the calibration of the nearest task length (the answering half of
+:class:`ghs.manager.calibration.Calibration`, which keeps the state this reads)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ghs.manager.shadow_laws import LEVELS
+from ghs.manager.shadow_start import starts_of
+from scheduler import Host
+from scheduler.backlog import Backlog
+
+
+class CalibratedViews:
+    """Queries on a calibration's state: ``bank`` (forecasts, rows 2k and 2k + 1 of host
+    row k), ``weights`` (start choices), ``calibrators`` (view -> one per task length),
+    ``lengths`` (seconds) and ``lock``."""
+
+    bank: Any
+    weights: Any
+    calibrators: dict[str, list[Any]]
+    lengths: np.ndarray
+    lock: Any
+
+    def view_hosts(self, tracks: Sequence[Any], days: Sequence[Host],
+                   backlogs: Sequence[Backlog], at: Any, duration_seconds: float,
+                   mode: str = "carried"
+                   ) -> tuple[list[Host], list[Backlog], list[dict[str, Any]]]:
+        """Each host as the calibrated predictor sees a run of ``duration_seconds`` from
+        ``at`` (epoch seconds, one for all or one per host): the forecast load, the start,
+        and what was used (JSON). ``mode``: ``carried`` (idle under the forecast measured
+        load, which carries the jobs running now), ``state`` (the given start, its jobs held
+        as backlog under the forecast load of new arrivals) or ``record`` (for a host with
+        jobs running, the start of lowest recent error on its record)."""
+        return self._view_of(*self._window(tracks, at, duration_seconds), tracks, days,
+                             backlogs, mode)
+
+    def _window(self, tracks: Sequence[Any], at: Any, duration_seconds: float
+                ) -> tuple[Any, np.ndarray]:
+        """The window forecast of each host's lam and rho, and each host's start choice."""
+        return self._windows(tracks, at, [duration_seconds])[0]
+
+    def _windows(self, tracks: Sequence[Any], at: Any, durations_seconds: Any
+                 ) -> list[tuple[Any, np.ndarray]]:
+        """:meth:`_window` for each of several run lengths (seconds) at once."""
+        rows = np.array([[2 * t.row, 2 * t.row + 1] for t in tracks]).reshape(-1)
+        launch = np.repeat(np.broadcast_to(np.asarray(at, dtype=float), (len(tracks),)), 2)
+        with self.lock:
+            found = self.bank.forecast_windows(rows, launch, [max(float(d), 1.0)
+                                                              for d in durations_seconds])
+            choices = self.weights.choose([t.row for t in tracks])
+        return [(window, choices) for window in found]
+
+    def _view_of(self, found: Any, choices: np.ndarray, tracks: Sequence[Any],
+                 days: Sequence[Host], backlogs: Sequence[Backlog], mode: str
+                 ) -> tuple[list[Host], list[Backlog], list[dict[str, Any]]]:
+        values = found.value.reshape(-1, 2)
+        hosts, starts, described = [], [], []
+        for k, (day, backlog) in enumerate(zip(days, backlogs)):
+            busy = backlog.kind == "jobs" and bool(backlog.job_means)
+            if mode == "carried":
+                choice = {"start": "carried"}
+            elif mode == "record" and busy:
+                choice = self.weights.describe(int(choices[k]))
+            else:
+                choice = {"start": "state"}
+            carried = choice["start"] == "carried" or backlog.kind == "idle"
+            hosts.append(starts_of(day, values[k], arrivals_only=not carried))
+            if choice["start"] == "carried":
+                starts.append(Backlog.idle())
+            else:
+                starts.append(backlog.weighted(choice.get("weight", 1.0)))
+            described.append({
+                "start": choice, "scored_launches": int(self.weights.scored[tracks[k].row]),
+                "forecast": {"lam_per_second": _forecaster(found, 2 * k),
+                             "rho": _forecaster(found, 2 * k + 1),
+                             "load": "arrivals" if not carried else "measured"}})
+        return hosts, starts, described
+
+    def factors(self, tracks: Sequence[Any], dedicated_seconds: Sequence[float],
+                mode: str = "carried") -> tuple[np.ndarray, list[dict[str, Any]]]:
+        """(hosts, levels) quantile factors from the ``mode`` view's calibrator of each host's
+        nearest task length, and what was applied (JSON)."""
+        out = np.ones((len(tracks), len(LEVELS)))
+        described = []
+        kept = self.calibrators[mode]
+        for k, (track, dedicated) in enumerate(zip(tracks, dedicated_seconds)):
+            j = int(np.argmin(np.abs(np.log(self.lengths) - math.log(max(dedicated, 1.0)))))
+            calibrator = kept[j]
+            out[k] = calibrator.factors([track.row])[0]
+            coverage = calibrator.coverage([track.row])[0]
+            described.append({
+                "view": mode, "length_seconds": float(self.lengths[j]),
+                "factors": dict(zip(LEVELS, map(float, out[k]))),
+                "scored_launches": int(calibrator.scored[track.row, 0]),
+                "coverage": {level: None if math.isnan(c) else float(c)
+                             for level, c in zip(LEVELS, coverage)}})
+        return out, described
+
+
+def _forecaster(found: Any, row: int) -> dict[str, Any]:
+    def number(x: Any) -> float | None:
+        value = float(x)
+        return value if math.isfinite(value) else None
+
+    return {"forecaster": found.forecaster[row], "value": number(found.value[row]),
+            "recent_error": number(found.recent_error[row])}

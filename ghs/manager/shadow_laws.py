@@ -1,0 +1,83 @@
+"""What one hour's shadow launch of a host predicts before any calibration: the paper model's
+law of a single-host task of each length, and each view's model law (the host as the view
+sees its run window, from the view's start).
+
+The laws are predicted first and their integrals worked out later
+(:func:`scheduler.host_moments.prime_host_moments`), so a refresh of many hosts integrates all
+their launches in a few batches (:meth:`ghs.manager.calibration.Calibration.advance_hosts`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from scheduler import Host
+from scheduler.backlog import Backlog
+from scheduler.calibrated import joint_host_quantiles
+from scheduler.prediction import Prediction, predict_hosts
+
+DIST = "lognormal"
+LEVELS = ("p50", "p90", "p95")
+
+
+@dataclass(frozen=True, eq=False)
+class HostLaws:
+    """Single-host tasks predicted in groups: ``groups[g]`` are the rows (tasks) predicted
+    by ``predictions[g]``."""
+
+    groups: tuple[np.ndarray, ...]
+    predictions: tuple[Prediction, ...]
+
+    @classmethod
+    def predict(cls, hosts: Sequence[Host], shares: np.ndarray, starts: Sequence[Backlog]
+                ) -> HostLaws:
+        """Tasks of ``shares`` (reference-CPU-seconds) on ``hosts`` from ``starts``, as one
+        prediction of them all gives them. When the others keep the exact backlog mixture,
+        the hosts that start idle are predicted apart: an idle start is a one-atom mixture,
+        the same numbers as among the others' atoms at a fraction of the cost."""
+        idle = np.array([start.kind == "idle" for start in starts])
+        groups = [np.flatnonzero(~idle), np.flatnonzero(idle)]
+        predictions: list[Prediction] = []
+        for rows in groups if idle.any() and not idle.all() else []:
+            predictions.append(predict_hosts(copies_of([hosts[k] for k in rows]),
+                                             shares[rows], DIST,
+                                             backlog=[starts[k] for k in rows]))
+            if predictions[0].backlog_law != "mixture":
+                break
+        if len(predictions) < 2:
+            groups = [np.arange(len(hosts))]
+            predictions = [predict_hosts(copies_of(hosts), shares, DIST, backlog=starts)]
+        return cls(tuple(groups), tuple(predictions))
+
+    def means_and_quantiles(self) -> tuple[np.ndarray, np.ndarray]:
+        """(tasks,) means and (tasks, levels) quantiles, seconds."""
+        size = sum(rows.size for rows in self.groups)
+        means = np.empty(size)
+        quantiles = np.empty((size, len(LEVELS)))
+        for rows, prediction, q in zip(self.groups, self.predictions,
+                                       joint_host_quantiles(self.predictions)):
+            means[rows], quantiles[rows] = prediction.host_moments()[0], q
+        return means, quantiles
+
+
+@dataclass(frozen=True, eq=False)
+class LaunchPlan:
+    """One hour's shadow launch of a host: launched ``at`` (epoch seconds) on the 24-hour
+    host ``day`` holding ``backlog``, tasks of ``works`` (reference-CPU-seconds); the paper
+    model's means and quantiles, and the views' laws (views x lengths rows, view-major)."""
+
+    at: float
+    day: Host
+    backlog: Backlog
+    works: np.ndarray
+    paper_means: np.ndarray
+    paper_quantiles: np.ndarray
+    laws: HostLaws
+
+
+def copies_of(hosts: Sequence[Host]) -> list[Host]:
+    """The hosts renamed apart (a prediction needs distinct names)."""
+    return [replace(host, name=f"{host.name}#{k}") for k, host in enumerate(hosts)]

@@ -1,0 +1,119 @@
+"""Each host's completion CDF at increasing times: the product over its core groups of F^mult.
+
+Both routes evaluate a server only where its CDF can be strictly between 0 and 1 to double
+precision, as a contiguous run of points per server, and give exactly what evaluating every
+point gives:
+
+- a fitted law per server (:class:`scheduler.model.Servers`): F = 1 - q sf(x - t) from t on,
+  without a log and an exp per point; past the point where q sf < 1e-17, 1 - q sf is 1;
+- a backlog mixture (:class:`scheduler.model.MixtureServers`) keeps the log route, the same
+  arithmetic per point as ``completion.servers_log_cdf`` (its CDF can sit at a level such as
+  0.5 or 0.9 between atoms, where a rounding difference moves a quantile across the flat).
+  Before a server's earliest completion its log F is -inf; past the point where every atom's
+  survival is below 1e-20, mult x log F is under 2^-54 in size and its exp rounds to 1.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from scheduler import fits
+from scheduler.model import MixtureServers, Servers
+
+# a survival below this leaves 1 - q sf equal to 1 in double precision
+_ROUNDS_TO_ONE = 1e-17
+# a mixture's survival below this leaves exp(mult log F) equal to 1 for any mult up to 5,000
+_LOG_ROUNDS_TO_ONE = 1e-20
+
+
+def hosts_cdf(servers: Servers | MixtureServers, x: np.ndarray, hosts: int) -> np.ndarray:
+    """(hosts, len(x)) CDF of each host's completion, ``x`` increasing, by either route."""
+    if isinstance(servers, Servers):
+        return servers_cdf(servers, x, hosts)
+    return mixture_cdf(servers, x, hosts)
+
+
+def servers_cdf(servers: Servers, x: np.ndarray, hosts: int) -> np.ndarray:
+    """(hosts, len(x)) CDF of each host's completion, ``x`` increasing: the product over its
+    core groups of F^mult, F = 1 - q sf(x - t) from t on. The values of exp(summed
+    Servers.log_cdf) to rounding, without a log and an exp per point."""
+    mult = servers.mult[0]
+    cdf = _component_cdfs(servers, x, mult)
+    # no share (mult 0): finished from the start
+    cdf[mult == 0] = 1.0
+    groups = cdf.shape[0] // hosts
+    return cdf if groups == 1 else cdf.reshape(hosts, groups, -1).prod(axis=1)
+
+
+def mixture_cdf(servers: MixtureServers, x: np.ndarray, hosts: int) -> np.ndarray:
+    """(hosts, len(x)) CDF of each host's completion, ``x`` increasing, for backlog mixtures:
+    exp of the sum over core groups of mult x the mixture's log F (``MixtureServers.log_cdf``),
+    evaluated only on each server's run of points between its earliest completion and the
+    point where every atom's survival is below 1e-20."""
+    mult = servers.mult[0]
+    used = mult > 0
+    first = np.where(used, np.searchsorted(x, servers.t[0]), 0)
+    tail = servers.upper_bound(_LOG_ROUNDS_TO_ONE)[0]
+    stop = np.where(used, np.maximum(np.searchsorted(x, tail, side="right"), first), 0)
+    log_cdf = np.where(np.arange(x.size)[None, :] < first[:, None], -np.inf, 0.0)
+    rows, flat, _ = _runs(first, stop, x.size)
+    if rows.size:
+        parts = Servers(**{name: getattr(servers.parts, name)[0][rows]
+                           for name in ("t", "q", "code", "p1", "p2", "mult")})
+        run = MixtureServers(parts, servers.weight[0][rows], mult[rows])
+        log_cdf.ravel()[flat] = mult[rows] * run.log_cdf(x[flat - rows * x.size])
+    groups = log_cdf.shape[0] // hosts
+    return np.exp(log_cdf.reshape(hosts, groups, -1).sum(axis=1))
+
+
+def _runs(first: np.ndarray, stop: np.ndarray, size: int
+          ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(row, flat index into a (rows, size) array) of every point of each row's run
+    first .. stop - 1, and each row's run length."""
+    counts = stop - first
+    rows = np.repeat(np.arange(first.size), counts)
+    flat = np.arange(rows.size) + np.repeat(first + size * np.arange(first.size)
+                                            - np.cumsum(counts) + counts, counts)
+    return rows, flat, counts
+
+
+def _component_cdfs(servers: Servers, x: np.ndarray, mult: np.ndarray) -> np.ndarray:
+    """(servers, len(x)) F^mult, F = 1 - q sf(x - t) of each server type, evaluated only
+    where F is neither 0 (before t) nor 1 to double precision (past the point where
+    q sf < 1e-17, 1 - q sf rounds to 1 exactly): a contiguous run of points per server. A
+    host's share finishes when all of its processes do: the power is taken on the run alone
+    (0 and 1 are their own powers)."""
+    t = servers.t[0]
+    first = np.searchsorted(x, t)
+    stop = np.maximum(np.searchsorted(x, servers.upper_bound(_ROUNDS_TO_ONE)[0]), first)
+    cdf = (np.arange(x.size)[None, :] >= stop[:, None]).astype(float)
+    rows, flat, counts = _runs(first, stop, x.size)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        survival = fits.sf(np.repeat(servers.code[0], counts), np.repeat(servers.p1[0], counts),
+                           np.repeat(servers.p2[0], counts),
+                           x[flat - rows * x.size] - np.repeat(t, counts))
+    values = 1.0 - np.repeat(servers.q[0], counts) * survival
+    powers = mult[counts > 0]
+    if ((powers != 0.0) & (powers != 1.0)).any():
+        each = np.repeat(mult, counts)
+        for count in np.unique(powers):
+            if count not in (0.0, 1.0):
+                chosen = each == count
+                values[chosen] = _power(values[chosen], float(count))
+    cdf.ravel()[flat] = values
+    return cdf
+
+
+def _power(values: np.ndarray, count: float) -> np.ndarray:
+    """values ** count, by repeated squaring for a whole count (a general power costs a log
+    and an exp per value)."""
+    if not (count.is_integer() and 1 <= count <= 64):
+        return values ** count
+    out, base, left = np.ones_like(values), values, int(count)
+    while left:
+        if left & 1:
+            out = out * base
+        left >>= 1
+        if left:
+            base = base * base
+    return out
