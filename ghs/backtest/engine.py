@@ -50,6 +50,7 @@ from ghs.backtest.views import (
 from ghs.backtest.world import HOUR_SECONDS, BacktestError, StationWorld
 from ghs.config import SensorConfig
 from ghs.experiments.partition import NAIVE_MAX_UTILISATION
+from ghs.manager.envelope import envelope_of
 from scheduler import Calibrator, predict
 from scheduler.backlog import Backlog
 from scheduler.backlog_weight import BacklogWeights, WeightSettings
@@ -312,9 +313,7 @@ class _Run:
                 for calibrated, reported in reported_by.items():
                     other = ENVELOPE.get(calibrated)
                     if other is not None and backlog.job_means:
-                        # the interval's upper bounds only: the median stays the view's own
-                        reported = np.concatenate([reported[:1], np.maximum(
-                            reported[1:], reported_by[other][1:])])
+                        reported = envelope_of(reported, reported_by[other])
                     self._record(calibrated, at, float(w), shares, realised,
                                  means_by[calibrated], reported)
 

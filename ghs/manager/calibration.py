@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from ghs.manager.calibrated_views import CalibratedViews
+from ghs.manager.envelope import envelope_of, running_jobs
 from ghs.manager.realised import Outcomes
 from ghs.manager.shadow_laws import DIST, LEVELS, HostLaws, LaunchPlan, copies_of
 from ghs.manager.shadow_ledger import ShadowLedger
@@ -296,8 +297,8 @@ class Calibration(CalibratedViews):
         means, model_q = means.reshape(len(self.views), n), model_q.reshape(len(self.views), n,
                                                                             -1)
         candidates = None
-        if self.weights.settings.by_record and plan.backlog.kind == "jobs" \
-                and plan.backlog.job_means:
+        busy = running_jobs(plan.backlog)
+        if self.weights.settings.by_record and busy:
             candidates = self._candidate_means(track, plan.day, plan.backlog, at, plan.works,
                                                means[0])
         rows = [("paper", plan.paper_means, plan.paper_quantiles)]
@@ -313,6 +314,8 @@ class Calibration(CalibratedViews):
                                              view))
             rows += [(LEDGER_NAMES[view][0], means[v], np.array(reported_all)),
                      (LEDGER_NAMES[view][1], means[v], model_q[v])]
+        if busy:  # the ledger keeps what a query is served (ghs.manager.envelope)
+            rows[1] = (rows[1][0], rows[1][1], envelope_of(rows[1][2], rows[3][2]))
         for name, mean, q in rows:
             for j, length in enumerate(self.lengths):
                 self.shadow_ledger.launch({"host_id": host_id, "launch_epoch_seconds": at,

@@ -31,6 +31,14 @@ def running_jobs(backlog: Backlog | None) -> bool:
     return backlog is not None and backlog.kind == "jobs" and bool(backlog.job_means)
 
 
+def envelope_of(own: np.ndarray, held: np.ndarray) -> np.ndarray:
+    """Served quantiles (rows, levels p50/p90/p95, seconds): ``own`` with its p90 and p95
+    raised to ``held``'s where higher (the median stays its own)."""
+    out = np.array(own, dtype=float, copy=True)
+    out[..., 1:] = np.maximum(out[..., 1:], np.asarray(held, dtype=float)[..., 1:])
+    return out
+
+
 def held_envelope(calibration: Any, tracks: Sequence[Any], chosen: Sequence[Host],
                   starts: Sequence[Backlog], at: np.ndarray, duration_seconds: float,
                   prediction: Any, kept: Sequence[int], factors: np.ndarray, dist: str,
@@ -59,10 +67,8 @@ def held_envelope(calibration: Any, tracks: Sequence[Any], chosen: Sequence[Host
     held_reported = np.maximum.accumulate(host_quantiles(held) * held_factors, axis=1)
     own_model = host_quantiles(prediction)[rows]
     own_reported = np.maximum.accumulate(own_model * factors[rows], axis=1)
-    # the interval's upper bounds only: the median stays the carried view's
-    envelope = np.maximum(own_reported[:, 1:], held_reported[:, 1:])
     out = factors.copy()
-    out[np.ix_(rows, range(1, factors.shape[1]))] = envelope / own_model[:, 1:]
+    out[rows] = envelope_of(own_reported, held_reported) / own_model
     for k, detail, reported in zip(rows, held_described, held_reported):
         applied[k] = {"held_backlog_view": detail,
                       "held_quantiles": dict(zip(("p50", "p90", "p95"), map(float, reported)))}

@@ -8,6 +8,7 @@ import pytest
 
 from ghs.manager.calibration import Calibration
 from ghs.manager.envelope import held_envelope, running_jobs
+from ghs.manager.shadow_start import ShadowInputs, host_at
 from ghs.manager.simulated_feed import ZERO_EPOCH_SECONDS, ManagerFeed, poisson_jobs
 from ghs.manager.store import ManagerStore
 from scheduler import Host, predict
@@ -63,3 +64,25 @@ def test_a_busy_host_gets_the_envelope_and_an_idle_one_its_own_factors(calibrate
     idle_out, idle_applied = held_envelope(calibrated, [track], [day], [Backlog.idle()], at,
                                            own.mean, own, [0], factors, "lognormal")
     assert idle_out is factors and idle_applied == [None]
+
+
+def test_the_ledger_keeps_the_envelope_the_queries_serve(calibrated):
+    """A shadow launch that found jobs running is written to the ledger as a query at that
+    moment would have been answered: p90 and p95 at least the held view's."""
+    store = calibrated.store
+    inputs = ShadowInputs.load(store, "ws1", 1, since_epoch_seconds=ZERO_EPOCH_SECONDS)
+    rows = {}
+    for row in calibrated.ledger(["ws1"]):
+        rows[row["launch_epoch_seconds"], row["length_seconds"], row["predictor"]] = row
+    busy_launches = 0
+    for (at, length, predictor), row in rows.items():
+        if predictor != "calibrated":
+            continue
+        snapshot = inputs.snapshot_near(at, calibrated.snapshot_fresh_seconds)
+        day = host_at("ws1", inputs, at)
+        if day is None or not running_jobs(inputs.backlog_at(day, snapshot)):
+            continue
+        busy_launches += 1
+        held = rows[at, length, "calibrated-state"]
+        assert row["p90"] >= held["p90"] and row["p95"] >= held["p95"]
+    assert busy_launches > 10
