@@ -9,7 +9,9 @@ process burning ``task_seconds`` of CPU at the lowest priority (SCHED_IDLE, nice
 remote-task marker in its environment, so the agent never counts it as the owners' load. Just
 before each launch the manager is asked for the completion law of that task with one process
 (``Client.predict_answer(..., processes_per_host=1)``); the task's wall time from launch to
-exit is compared with it. Between tasks the machine gets a pause with no remote task, so the
+exit is compared with it, and its finish is reported to the manager (``Client.report``, as
+``ghs report`` and the Dask adapter do), whose calibrators learn from the outcomes of the
+predictions it served. Between tasks the machine gets a pause with no remote task, so the
 owners' jobs can be compared with and without one.
 
 Everything else running on the machine is real load as well and is measured by the agent
@@ -198,12 +200,19 @@ def _run_tasks(client: Client, name: str, plan: OwnerPlan, started: float,
                 "last_estimate": {"lam": params.lam, "rho": params.rho, "mu": params.mu,
                                   "predicted_mean": prediction.mean}}
         realised = _time_task(task_seconds, end - launch + _STOP_AFTER_TASKS * task_seconds)
+        beside = _beside(params, task_seconds * params.tau)
+        model = getattr(prediction, "model", None)
+        if model is not None:  # the manager's own figures before its calibration
+            beside["uncalibrated"] = {"mean": model["mean"], "quantiles": {
+                key: model["quantiles"][key] for key in ("p50", "p90")}}
         record = {"launch_offset_seconds": launch - started,
                   "phase": 1 if launch < middle else 2,
                   "end_offset_seconds": time.time() - started,
                   "realised_seconds": realised, "mean": prediction.mean,
                   "quantiles": {key: prediction.quantiles[key] for key in ("p50", "p90")},
-                  "beside": _beside(params, task_seconds * params.tau),
+                  "reported": _report_finish(client, answer.prediction_id, name, launch,
+                                             realised),
+                  "beside": beside,
                   "backlog": prediction.backlog()[0],
                   "lam": params.lam, "rho": params.rho, "mu": params.mu}
         tasks.append(record)
@@ -211,6 +220,20 @@ def _run_tasks(client: Client, name: str, plan: OwnerPlan, started: float,
             progress(record)
         time.sleep(pause)
     return tasks, host
+
+
+def _report_finish(client: Client, prediction_id: int | None, host: str, launch: float,
+                   realised: float | None) -> bool:
+    """Tell the manager when the task's share on ``host`` finished, as a batch system would
+    (``ghs report --host``): its calibrators learn from the outcomes of host shares of the
+    predictions it served. Whether it was taken."""
+    if prediction_id is None or realised is None:
+        return False
+    try:
+        client.report(prediction_id, launch + realised, host=host)
+    except ManagerError:
+        return False
+    return True
 
 
 def _beside(host: Host, work: float) -> dict[str, dict[str, Any]]:
@@ -291,7 +314,8 @@ def _report(plan: OwnerPlan, task_seconds: float, host: dict[str, Any],
     by_phase = [{"phase": phase, **summarise([t for t in tasks if t["phase"] == phase])}
                 for phase in (1, 2)]
     owners_cpu = sum(job["cpu"] for job in jobs)
-    beside = {name: summarise(tasks, name) for name in ("idle", "steady-state")}
+    beside = {name: summarise(tasks, name) for name in ("idle", "steady-state", "uncalibrated")
+              if all(name in t["beside"] for t in tasks)}
     measured = {"p90_coverage": summary["p90_coverage"], "mean_error": summary["mean_error"]}
     return {
         "settings": {"duration_seconds": plan.duration_seconds, "task_seconds": task_seconds,
@@ -333,7 +357,8 @@ def show(console: Any, result: dict[str, Any]) -> None:
         table.add_column(column, justify="right")
     for label, row in [("all", result["summary"]),
                        *((f"phase {p['phase']}", p) for p in result["phases"]),
-                       *((f"all, {name} start", row) for name, row in result["beside"].items())]:
+                       *((f"all, {name}" + ("" if name == "uncalibrated" else " start"), row)
+                         for name, row in result["beside"].items())]:
         table.add_row(label, str(row["tasks"]), _percent(row["p50_coverage"]),
                       _percent(row["p90_coverage"]), _percent(row["mean_error"]),
                       "-" if row["median_width"] is None else f"{row['median_width']:.2f}",
@@ -348,9 +373,10 @@ def show(console: Any, result: dict[str, Any]) -> None:
             f"slowdown {_ratio(phase['with_remote']['mean_slowdown'])} with a remote task "
             f"running, {_ratio(phase['without_remote']['mean_slowdown'])} without"
             + ("" if ratio is None else f" (x{ratio:.2f})"))
-    console.print("all, idle start / steady-state start: the manager's same estimates with "
-                  "the paper's idle start, or a steady-state backlog, instead of its own start "
-                  "state")
+    console.print("all, idle start / steady-state start: the manager's 24-hour estimates on the "
+                  "host's average core with the paper's idle start, or a steady-state backlog; "
+                  "all, uncalibrated: the manager's answer before its calibration (each task's "
+                  "finish is reported to the manager, whose calibrators learn from it)")
     machine = result["machine"]
     console.print(f"machine: {machine['cores']} cores {100 * machine['busy_fraction']:.0f}% "
                   f"busy overall, of which the owners {100 * machine['owners_busy_fraction']:.0f}"

@@ -88,7 +88,9 @@ def test_a_short_live_run_reports_everything(tmp_path):
             assert task["realised_seconds"] >= 0.95 * TASK_SECONDS
         assert 0 < task["quantiles"]["p50"] <= task["quantiles"]["p90"]
         assert task["mean"] >= TASK_SECONDS * 0.5
-        assert set(task["beside"]) == {"idle", "steady-state"}
+        assert set(task["beside"]) == {"idle", "steady-state", "uncalibrated"}
+        # each finish is reported to the manager, which feeds its calibrators
+        assert task["reported"] is (task["realised_seconds"] is not None)
     summary = report["summary"]
     assert summary["tasks"] == len(tasks)
     for key in ("p50_coverage", "p90_coverage"):
