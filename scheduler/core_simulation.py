@@ -29,21 +29,12 @@ def simulate_cores(host: Host, share: float, *, core_rates_per_second: Sequence[
     ``share / (tau * processes)`` CPU seconds each, while core j receives local jobs at
     ``core_rates_per_second[j]``. ``service``: a demand kind (the host's mu and sigma) or a
     Demand. ``warm``: each core starts in its stationary state instead of idle."""
-    rates = np.asarray(core_rates_per_second, dtype=float).reshape(-1)
-    if rates.size != host.cores or not np.isfinite(rates).all() or (rates < 0).any():
-        raise InvalidArgumentError(f"core_rates_per_second needs {host.cores} finite rates "
-                                   ">= 0", field="core_rates_per_second", value=rates.tolist())
+    rates = _checked(host, core_rates_per_second, share, runs)
     cores = [int(c) for c in process_cores]
     if not cores or len(set(cores)) != len(cores) or not all(
             0 <= c < host.cores for c in cores):
         raise InvalidArgumentError(f"process_cores must be distinct cores in [0, "
                                    f"{host.cores})", field="process_cores", value=cores)
-    if not (math.isfinite(share) and share > 0):
-        raise InvalidArgumentError(f"share must be > 0, got {share!r}", field="share",
-                                   value=share)
-    if isinstance(runs, bool) or not isinstance(runs, (int, np.integer)) or runs < 1:
-        raise InvalidArgumentError(f"runs must be a whole number >= 1, got {runs!r}",
-                                   field="runs", value=runs)
     law = demand_for_host(host, service) if isinstance(service, str) else service
     chosen = rates[cores]
     if (chosen * law.mean_seconds >= 1).any():
@@ -75,16 +66,7 @@ def simulate_migrating(host: Host, share: float, *, core_rates_per_second: Seque
     the running-maximum form of Lindley's recursion) and the cores' free spans are swept
     together; migration is instant and free (the kernel's balancing delay is ignored).
     """
-    rates = np.asarray(core_rates_per_second, dtype=float).reshape(-1)
-    if rates.size != host.cores or not np.isfinite(rates).all() or (rates < 0).any():
-        raise InvalidArgumentError(f"core_rates_per_second needs {host.cores} finite rates "
-                                   ">= 0", field="core_rates_per_second", value=rates.tolist())
-    if not (math.isfinite(share) and share > 0):
-        raise InvalidArgumentError(f"share must be > 0, got {share!r}", field="share",
-                                   value=share)
-    if isinstance(runs, bool) or not isinstance(runs, (int, np.integer)) or runs < 1:
-        raise InvalidArgumentError(f"runs must be a whole number >= 1, got {runs!r}",
-                                   field="runs", value=runs)
+    rates = _checked(host, core_rates_per_second, share, runs)
     law = demand_for_host(host, service) if isinstance(service, str) else service
     if (rates * law.mean_seconds >= 1).any():
         raise InvalidArgumentError("a core is saturated (rate * mean demand >= 1)",
@@ -140,3 +122,20 @@ def _migrating_run(rates: np.ndarray, law: Demand, need: float, processes: int,
         return None
     before = progress[k - 1] if k else 0.0
     return float(t[k] + (need - before) / running[k])
+
+
+def _checked(host: Host, core_rates_per_second: Sequence[float], share: float,
+             runs: object) -> np.ndarray:
+    """The per-core arrival rates (1/s) as an array, after checking them, ``share`` and
+    ``runs``."""
+    rates = np.asarray(core_rates_per_second, dtype=float).reshape(-1)
+    if rates.size != host.cores or not np.isfinite(rates).all() or (rates < 0).any():
+        raise InvalidArgumentError(f"core_rates_per_second needs {host.cores} finite rates "
+                                   ">= 0", field="core_rates_per_second", value=rates.tolist())
+    if not (math.isfinite(share) and share > 0):
+        raise InvalidArgumentError(f"share must be > 0, got {share!r}", field="share",
+                                   value=share)
+    if isinstance(runs, bool) or not isinstance(runs, (int, np.integer)) or runs < 1:
+        raise InvalidArgumentError(f"runs must be a whole number >= 1, got {runs!r}",
+                                   field="runs", value=runs)
+    return rates

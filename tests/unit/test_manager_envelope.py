@@ -5,28 +5,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from test_manager_calibration import fed  # noqa: F401 (the shared fixture: two days of a host)
 
-from ghs.manager.calibration import Calibration
 from ghs.manager.envelope import held_envelope, running_jobs
 from ghs.manager.shadow_start import ShadowInputs, host_at
-from ghs.manager.simulated_feed import ZERO_EPOCH_SECONDS, ManagerFeed, poisson_jobs
-from ghs.manager.store import ManagerStore
+from ghs.manager.simulated_feed import ZERO_EPOCH_SECONDS
 from scheduler import Host, predict
 from scheduler.backlog import Backlog
 from scheduler.calibrated import host_quantiles
-
-
-@pytest.fixture(scope="module")
-def calibrated():
-    jobs = poisson_jobs(2.5, utilisation=0.3, mean_cpu_seconds=300.0, cov=2.0, seed=9)
-    store = ManagerStore(None)
-    feed = ManagerFeed(store, "ws1", jobs)
-    feed.run_until(ZERO_EPOCH_SECONDS + 2 * 86400.0)
-    calibration = Calibration(store, lengths_seconds=(900.0, 3600.0))
-    calibration.advance("ws1", 1)
-    yield calibration
-    feed.close()
-    store.close()
 
 
 def test_running_jobs_are_what_a_fresh_snapshot_holds():
@@ -36,7 +22,8 @@ def test_running_jobs_are_what_a_fresh_snapshot_holds():
     assert not running_jobs(None)
 
 
-def test_a_busy_host_gets_the_envelope_and_an_idle_one_its_own_factors(calibrated):
+def test_a_busy_host_gets_the_envelope_and_an_idle_one_its_own_factors(fed):  # noqa: F811
+    calibrated = fed[2]
     track = calibrated.track("ws1", 1)
     day = Host("ws1", lam=0.3 / 300.0, mu=1 / 300.0, sigma=600.0, rho=0.3)
     at = np.array([ZERO_EPOCH_SECONDS + 2 * 86400.0])
@@ -66,9 +53,10 @@ def test_a_busy_host_gets_the_envelope_and_an_idle_one_its_own_factors(calibrate
     assert idle_out is factors and idle_applied == [None]
 
 
-def test_the_ledger_keeps_the_envelope_the_queries_serve(calibrated):
+def test_the_ledger_keeps_the_envelope_the_queries_serve(fed):  # noqa: F811
     """A shadow launch that found jobs running is written to the ledger as a query at that
     moment would have been answered: p90 and p95 at least the held view's."""
+    calibrated = fed[2]
     store = calibrated.store
     inputs = ShadowInputs.load(store, "ws1", 1, since_epoch_seconds=ZERO_EPOCH_SECONDS)
     rows = {}

@@ -4,9 +4,10 @@ from those with a backlog, and several window lengths forecast from one set of p
 
 import numpy as np
 import pytest
+from test_calibrated_fast_paths import _log_route_host_cdf
 
 from ghs.manager.shadow_laws import HostLaws, copies_of
-from scheduler import Host, completion
+from scheduler import Host
 from scheduler.backlog import Backlog
 from scheduler.calibrated import host_quantiles, joint_host_quantiles
 from scheduler.forecast import ForecastBank
@@ -18,16 +19,6 @@ HOUR = 3600.0
 def _jobs(mean, variance):
     return Backlog.from_laws([type("Law", (), {"mean_seconds": mean,
                                                "variance_seconds2": variance})()])
-
-
-def _full_log_route(prediction, x):
-    """Each host's CDF from the mixture's log F at every point (the route's definition)."""
-    servers = prediction._host_servers
-    per_server = completion.servers_log_cdf(servers, np.asarray(x, float)[None, :])[0]
-    mult = servers.mult[0]
-    log_cdf = np.where(mult > 0, mult * per_server, 0.0).T
-    hosts = len(prediction.hosts)
-    return np.exp(log_cdf.reshape(hosts, log_cdf.shape[0] // hosts, -1).sum(axis=1))
 
 
 HOSTS = [Host("a", lam=0.003, mu=1 / 300, sigma=600, rho=0.3),
@@ -46,19 +37,19 @@ def test_a_mixtures_host_cdf_is_its_full_log_route_to_the_bit(dist):
                       dist, backlog=starts)
     assert p.backlog_law == "mixture"
     x = np.geomspace(100.0, 5e6, 1500)
-    assert (p.host_cdf(x) == _full_log_route(p, x)).all()
+    assert (p.host_cdf(x) == _log_route_host_cdf(p, x)).all()
     # any order of the times
     shuffled = np.random.default_rng(2).permutation(x)
-    assert (p.host_cdf(shuffled) == _full_log_route(p, shuffled)).all()
+    assert (p.host_cdf(shuffled) == _log_route_host_cdf(p, shuffled)).all()
 
 
-def test_a_multi_core_mixtures_host_cdf_is_its_full_log_route():
+def test_a_multi_core_mixtures_host_cdf_is_its_log_route_host_cdf():
     starts = [Backlog.exact([300.0, 900.0, 50.0]), _jobs(500.0, 1e5)]
     p = predict_hosts([HOSTS[3], HOSTS[0]], [7200.0, 3600.0], "lognormal", backlog=starts)
     assert p.backlog_law == "mixture"
     x = np.geomspace(10.0, 1e6, 900)
     # a core group past its tail adds under 1e-20 to the log of the host's CDF
-    assert p.host_cdf(x) == pytest.approx(_full_log_route(p, x), rel=1e-15, abs=1e-18)
+    assert p.host_cdf(x) == pytest.approx(_log_route_host_cdf(p, x), rel=1e-15, abs=1e-18)
 
 
 @pytest.mark.parametrize("backlog", ["jobs", "steady", "many"])
