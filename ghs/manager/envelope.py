@@ -14,11 +14,11 @@ with the envelope's median, .86 of the RICC launches with jobs running finished 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
+from ghs.manager.shadow_laws import copies_of
 from ghs.placement import scaled
 from scheduler import Host
 from scheduler.backlog import Backlog
@@ -59,9 +59,8 @@ def held_envelope(calibration: Any, tracks: Sequence[Any], chosen: Sequence[Host
         [tracks[c] for c in picked], [chosen[c] for c in picked], [starts[c] for c in picked],
         np.asarray(at)[picked], duration_seconds, "state")
     held_hosts = scaled(held_hosts, None if scales is None else [scales[c] for c in picked])
-    renamed = [replace(h, name=f"{h.name}#{k}") for k, h in enumerate(held_hosts)]
     shares = np.asarray(prediction.shares, dtype=float)[rows]
-    held = predict_hosts(renamed, shares, dist, backlog=held_starts)
+    held = predict_hosts(copies_of(held_hosts), shares, dist, backlog=held_starts)
     held_factors, held_described = calibration.factors(
         [tracks[c] for c in picked], list(held.dedicated_seconds), "state")
     held_reported = np.maximum.accumulate(host_quantiles(held) * held_factors, axis=1)
