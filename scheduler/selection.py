@@ -16,6 +16,7 @@ from scheduler import completion
 from scheduler.backlog import Backlog
 from scheduler.calibrated_selection import (
     SelectionCalibration,
+    calibrated_host_log_cdf,
     calibrated_moments,
     nearest_factors,
 )
@@ -265,6 +266,29 @@ class SetEvaluator:
     def every_host_servers(self, members: np.ndarray) -> Servers:
         """Each candidate's law at the share it would get if it joined (or stayed in) the
         set ``members``: (1, m) servers, the common scale of the set's own shares."""
+        # without mixture=True build_servers gives plain servers (moment-fitted backlogs)
+        return cast(Servers, build_servers(self.arrays, self._every_host_shares(members),
+                                           self.codes[None, :]))
+
+    def every_host_log_cdf(self, members: np.ndarray, hosts: Servers, grid: np.ndarray,
+                           calibrated: bool = True) -> np.ndarray:
+        """(K, m) log CDF at the times ``grid`` (seconds) of each candidate's law as
+        ``every_host_servers(members)`` gives it (``hosts``): the model's, or with a
+        calibration (and ``calibrated``) the calibrated law's, so that hosts are ranked by
+        what sets are scored by."""
+        log_cdf = hosts.mult[0] * completion.servers_log_cdf(hosts, grid[None, :])[0]
+        if self.calibration is None or not calibrated:
+            return log_cdf
+        assert self.factor_table is not None
+        dedicated = self._every_host_shares(members)[0] / (self.arrays.processes
+                                                            * self.arrays.tau)
+        factors = nearest_factors(self.factor_table,
+                                  np.asarray(self.calibration.lengths_seconds), dedicated)
+        return calibrated_host_log_cdf(hosts, log_cdf, dedicated, factors,
+                                       np.asarray(self.calibration.levels))
+
+    def _every_host_shares(self, members: np.ndarray) -> np.ndarray:
+        """(1, m) shares of every candidate at the common scale of the set ``members``."""
         full = _partition(self.arrays, self.work, self.partition)
         mask = np.zeros((1, len(full)), dtype=bool)
         mask[0, members] = True
@@ -273,9 +297,7 @@ class SetEvaluator:
         # host with none)
         reference = members[np.argmax(np.minimum(full[members], inside[members]))]
         scale = inside[reference] / full[reference] if full[reference] > 0 else 1.0
-        scaled = full * scale
-        # without mixture=True build_servers gives plain servers (moment-fitted backlogs)
-        return cast(Servers, build_servers(self.arrays, scaled[None, :], self.codes[None, :]))
+        return (full * scale)[None, :]
 
     def lower_bound(self, members: np.ndarray) -> np.ndarray:
         """max_k E[T_k] of each set: a bound below its criterion (free of integration)."""
