@@ -139,14 +139,14 @@ def calibrated_moments(servers: Any, dedicated_seconds: np.ndarray, factors: np.
     return mean, np.maximum(second - mean**2, 0.0)
 
 
-def calibrated_host_log_cdf(servers: Any, log_cdf: np.ndarray, dedicated_seconds: np.ndarray,
-                            factors: np.ndarray, levels: np.ndarray) -> np.ndarray:
+def calibrated_host_log_cdf(servers: Any, log_cdf: np.ndarray, factors: np.ndarray,
+                            levels: np.ndarray) -> np.ndarray:
     """(K, n) log of each host's calibrated CDF phi_k(F_k) at the points where its model
     ``log_cdf`` (K, n) was read; ``servers``: the hosts' laws, (1, n) (one server each),
-    ``dedicated_seconds`` (n,), ``factors`` (n, lengths, levels). Each host's level map is
-    read on its own geometric grid of ``_HOST_POINTS`` from its start to where its survival
-    is 1e-9 (the served law reads it on the set's grid: close, not the same figures; this
-    ranks hosts, it does not score sets)."""
+    ``factors`` (n, levels) of the length nearest each one's dedicated time. Each host's
+    level map is read on its own geometric grid of ``_HOST_POINTS`` from its start to where
+    its survival is 1e-9 (the served law reads it on the set's grid: close, not the same
+    figures; this ranks hosts, it does not score sets)."""
     hosts = servers.t.shape[1]
     rows = servers.take((np.zeros((hosts, 1), dtype=int), np.arange(hosts)[:, None]))
     start = np.maximum(completion.start_point(rows), 1e-9)

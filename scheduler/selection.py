@@ -272,20 +272,17 @@ class SetEvaluator:
 
     def every_host_log_cdf(self, members: np.ndarray, hosts: Servers, grid: np.ndarray,
                            calibrated: bool = True) -> np.ndarray:
-        """(K, m) log CDF at the times ``grid`` (seconds) of each candidate's law as
-        ``every_host_servers(members)`` gives it (``hosts``): the model's, or with a
-        calibration (and ``calibrated``) the calibrated law's, so that hosts are ranked by
-        what sets are scored by."""
+        """(K, m) log CDF at the times ``grid`` (seconds) of ``hosts`` (from
+        ``every_host_servers(members)``): the model's, or with a calibration (and
+        ``calibrated``) the calibrated law's, so that hosts are ranked as sets are scored."""
         log_cdf = hosts.mult[0] * completion.servers_log_cdf(hosts, grid[None, :])[0]
-        if self.calibration is None or not calibrated:
+        if self.calibration is None or self.factor_table is None or not calibrated:
             return log_cdf
-        assert self.factor_table is not None
         dedicated = self._every_host_shares(members)[0] / (self.arrays.processes
                                                             * self.arrays.tau)
-        factors = nearest_factors(self.factor_table,
-                                  np.asarray(self.calibration.lengths_seconds), dedicated)
-        return calibrated_host_log_cdf(hosts, log_cdf, dedicated, factors,
-                                       np.asarray(self.calibration.levels))
+        lengths = np.asarray(self.calibration.lengths_seconds)
+        return calibrated_host_log_cdf(hosts, log_cdf, nearest_factors(
+            self.factor_table, lengths, dedicated), np.asarray(self.calibration.levels))
 
     def _every_host_shares(self, members: np.ndarray) -> np.ndarray:
         """(1, m) shares of every candidate at the common scale of the set ``members``."""
