@@ -131,7 +131,7 @@ def near_optimal(evaluator: SetEvaluator, exact: Callable[[SetEvaluator], list[i
 def _scored(evaluator: SetEvaluator, sets: np.ndarray, valid: np.ndarray,
             seen: dict[bytes, float]) -> np.ndarray:
     """Criteria of the padded ``sets``, scoring only those not in ``seen`` (updated)."""
-    keys = [np.sort(row[mask]).tobytes() for row, mask in zip(sets, valid)]
+    keys = _keys(sets, valid)
     first: dict[bytes, int] = {}
     for i, key in enumerate(keys):
         first.setdefault(key, i)
@@ -140,6 +140,13 @@ def _scored(evaluator: SetEvaluator, sets: np.ndarray, valid: np.ndarray,
         seen.update(zip((keys[i] for i in fresh),
                         evaluator.dense(sets[fresh], valid[fresh], _SEARCH_TOL)))
     return np.array([seen[key] for key in keys])
+
+
+def _keys(sets: np.ndarray, valid: np.ndarray) -> list[bytes]:
+    """Each padded set's members, sorted, as bytes (one sort of the whole batch: padding
+    sorts last)."""
+    ordered = np.sort(np.where(valid, sets, np.iinfo(sets.dtype).max), axis=1)
+    return [row[:count].tobytes() for row, count in zip(ordered, valid.sum(axis=1))]
 
 
 def _neighbours(evaluator: SetEvaluator, chosen: np.ndarray, ratio: np.ndarray
