@@ -13,7 +13,7 @@ import numpy as np
 
 from scheduler import backlog as backlog_laws
 from scheduler import completion
-from scheduler.backlog import Backlog
+from scheduler.backlog import ATOMS, Backlog, BacklogArrays
 from scheduler.calibrated_selection import (
     SelectionCalibration,
     calibrated_host_log_cdf,
@@ -198,9 +198,9 @@ class SetEvaluator:
         # (candidates, lengths, levels) factors, in the candidates' order
         self.factor_table = None if calibration is None else calibration.table(names)
         # the calibrated law maps each host's quantiles, which a moment fit of the backlog
-        # mixture moves: use the exact mixture where ``predict`` would
-        self._mixture = arrays.backlog is not None and arrays.backlog.spread_atoms(
-            np.ones(len(arrays.lam), dtype=bool)) <= MIXTURE_MAX_COMPONENTS
+        # mixture moves: use the exact mixture where ``predict`` would, set by set (the
+        # whole pool's count moved criteria by up to 8% from the served law's)
+        self._atoms = None if arrays.backlog is None else _host_atoms(arrays.backlog)
         self.evaluations = 0
         self._cache: dict[tuple[int, ...], float] = {}
 
@@ -255,13 +255,22 @@ class SetEvaluator:
         factors = nearest_factors(self.factor_table[members],
                                   np.asarray(self.calibration.lengths_seconds), dedicated)
         factors = np.where(shares[..., None] > 0, factors, 1.0)
-        if self._mixture:
-            # the model's moments must be the served (exact mixture) law's, not the fit's
-            servers = build_servers(sub, shares, self.codes[members], mixture=True)
-        mean, var, _ = completion.moments(
-            servers, rel_tol if rel_tol <= _CALIBRATED_TOL else _CALIBRATED_SCREEN_TOL)
-        return calibrated_moments(servers, np.where(shares > 0, dedicated, 0.0), factors,
-                                  np.asarray(self.calibration.levels), mean, var)
+        tol = rel_tol if rel_tol <= _CALIBRATED_TOL else _CALIBRATED_SCREEN_TOL
+        exact = np.zeros(len(members), dtype=bool) if self._atoms is None else (
+            np.where(shares > 0, self._atoms[members], 0).sum(axis=1) <= MIXTURE_MAX_COMPONENTS)
+        mean, var = np.empty(len(members)), np.empty(len(members))
+        for rows, mixture in ((np.flatnonzero(~exact), False), (np.flatnonzero(exact), True)):
+            if rows.size == 0:
+                continue
+            # the model's moments must be the served law's (the exact mixture), not the fit's
+            laws = build_servers(_gather(self.arrays, members[rows]), shares[rows],
+                                 self.codes[members[rows]], mixture=True) if mixture else (
+                servers if rows.size == len(members) else servers.take(rows))
+            model_mean, model_var, _ = completion.moments(laws, tol)
+            mean[rows], var[rows] = calibrated_moments(
+                laws, np.where(shares[rows] > 0, dedicated[rows], 0.0), factors[rows],
+                np.asarray(self.calibration.levels), model_mean, model_var)
+        return mean, var
 
     def every_host_servers(self, members: np.ndarray) -> Servers:
         """Each candidate's law at the share it would get if it joined (or stayed in) the
@@ -301,6 +310,15 @@ class SetEvaluator:
         sub = _gather(self.arrays, members)
         shares = _partition(sub, self.work, self.partition, np.ones(members.shape, bool))
         return np.max(shares / (sub.processes * sub.tau) / (1.0 - sub.rho), axis=-1)
+
+
+def _host_atoms(backlog: BacklogArrays) -> np.ndarray:
+    """Atoms each host adds to the exact backlog mixture (``BacklogArrays.spread_atoms`` of
+    a set is their sum over its hosts with work)."""
+    atoms = ((backlog.extra_var > 0) & (backlog.mult > 0)).sum(axis=1) * (1 + ATOMS)
+    for k, (values, _) in backlog.explicit.items():
+        atoms[k] += values.size
+    return atoms
 
 
 def _arrays(hosts: Sequence[Host], states: dict[str, Backlog] | None) -> HostArrays:

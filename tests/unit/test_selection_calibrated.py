@@ -187,3 +187,21 @@ def test_flips_are_every_drop_and_add_without_swaps():
     found = {tuple(int(i) for i in np.sort(row[mask])) for row, mask in zip(sets, valid)}
     assert found == {(4,), (1,), (0, 1, 4), (1, 2, 4), (1, 3, 4)}
     assert len(sets) == 5
+
+
+def test_a_set_of_a_large_pool_is_scored_with_the_mixture_the_served_law_uses():
+    # 22 spread backlogs are more atoms than an exact mixture takes, a set of 3-6 of them
+    # fewer: the served law of such a set is the exact mixture, and so must its score be
+    # (the pool's count once put the moment fit there: criteria 1-8% off)
+    rng = np.random.default_rng(0)
+    hosts = mixed_pool(rng, 22)
+    calibration = random_calibration(rng, hosts)
+    backlog = {h.name: Backlog.steady_state() for h in hosts}
+    work = 22 * 3600.0
+    evaluator = SetEvaluator(_arrays(hosts, backlog), work, "lognormal", "equal-mean",
+                             calibration, [h.name for h in hosts])
+    sets = [[0, 5, 9], [2, 3, 11, 17, 20, 21]]
+    got = evaluator.criteria(sets)
+    for members, value in zip(sets, got):
+        expected, _ = served_criterion([hosts[k] for k in members], work, calibration, backlog)
+        assert value == pytest.approx(expected, rel=1e-6)
