@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -13,9 +12,10 @@ import numpy as np
 
 from scheduler import backlog as backlog_laws
 from scheduler import completion
-from scheduler.backlog import Backlog
+from scheduler.backlog import ATOMS, Backlog, BacklogArrays
 from scheduler.calibrated_selection import (
     SelectionCalibration,
+    calibrated_host_log_cdf,
     calibrated_moments,
     nearest_factors,
 )
@@ -34,6 +34,7 @@ from scheduler.prediction import (
     check_hosts,
     host_arrays,
 )
+from scheduler.prefix_methods import heuristic, prefix
 from scheduler.search import EXACT_MAX_HOSTS, near_optimal
 
 SET_TOL = 1e-5
@@ -48,12 +49,6 @@ _CALIBRATED_SCREEN_TOL = 1e-3
 # with a calibration, ``optimal`` scores every subset: 2^14 sets take seconds
 CALIBRATED_OPTIMAL_MAX_HOSTS = 14
 _CHUNK = 4096
-# prefix scans every prefix up to this many hosts, and a coarse grid plus refinement beyond
-_PREFIX_EXHAUSTIVE = 256
-_SWAP_POOL = 8
-_SWAP_ROUNDS = 10
-# the heuristic evaluates all prefixes up to b at once when b is at most this
-_HEURISTIC_PREFETCH = 32
 
 
 @dataclass(frozen=True)
@@ -159,9 +154,9 @@ def schedule(hosts: Sequence[Host], work: float, method: str = "auto",
     evaluator = SetEvaluator(_arrays(ordered, states), work, dist, partition, calibration,
                              [host.name for host in ordered])
     if method == "heuristic":
-        chosen = _heuristic(evaluator, ordered, work, task_ratio)
+        chosen = heuristic(evaluator, ordered, work, task_ratio)
     elif method == "prefix":
-        chosen = _prefix(evaluator)
+        chosen = prefix(evaluator)
     elif method == "auto":
         chosen = near_optimal(evaluator, partial(optimal, set_tol=SET_TOL),
                               min(EXACT_MAX_HOSTS, max_optimal_hosts))
@@ -197,9 +192,9 @@ class SetEvaluator:
         # (candidates, lengths, levels) factors, in the candidates' order
         self.factor_table = None if calibration is None else calibration.table(names)
         # the calibrated law maps each host's quantiles, which a moment fit of the backlog
-        # mixture moves: use the exact mixture where ``predict`` would
-        self._mixture = arrays.backlog is not None and arrays.backlog.spread_atoms(
-            np.ones(len(arrays.lam), dtype=bool)) <= MIXTURE_MAX_COMPONENTS
+        # mixture moves: use the exact mixture where ``predict`` would, set by set (the
+        # whole pool's count moved criteria by up to 8% from the served law's)
+        self._atoms = None if arrays.backlog is None else _host_atoms(arrays.backlog)
         self.evaluations = 0
         self._cache: dict[tuple[int, ...], float] = {}
 
@@ -254,17 +249,46 @@ class SetEvaluator:
         factors = nearest_factors(self.factor_table[members],
                                   np.asarray(self.calibration.lengths_seconds), dedicated)
         factors = np.where(shares[..., None] > 0, factors, 1.0)
-        if self._mixture:
-            # the model's moments must be the served (exact mixture) law's, not the fit's
-            servers = build_servers(sub, shares, self.codes[members], mixture=True)
-        mean, var, _ = completion.moments(
-            servers, rel_tol if rel_tol <= _CALIBRATED_TOL else _CALIBRATED_SCREEN_TOL)
-        return calibrated_moments(servers, np.where(shares > 0, dedicated, 0.0), factors,
-                                  np.asarray(self.calibration.levels), mean, var)
+        tol = rel_tol if rel_tol <= _CALIBRATED_TOL else _CALIBRATED_SCREEN_TOL
+        exact = np.zeros(len(members), dtype=bool) if self._atoms is None else (
+            np.where(shares > 0, self._atoms[members], 0).sum(axis=1) <= MIXTURE_MAX_COMPONENTS)
+        mean, var = np.empty(len(members)), np.empty(len(members))
+        for rows, mixture in ((np.flatnonzero(~exact), False), (np.flatnonzero(exact), True)):
+            if rows.size == 0:
+                continue
+            # the model's moments must be the served law's (the exact mixture), not the fit's
+            laws = build_servers(_gather(self.arrays, members[rows]), shares[rows],
+                                 self.codes[members[rows]], mixture=True) if mixture else (
+                servers if rows.size == len(members) else servers.take(rows))
+            model_mean, model_var, _ = completion.moments(laws, tol)
+            mean[rows], var[rows] = calibrated_moments(
+                laws, np.where(shares[rows] > 0, dedicated[rows], 0.0), factors[rows],
+                np.asarray(self.calibration.levels), model_mean, model_var)
+        return mean, var
 
     def every_host_servers(self, members: np.ndarray) -> Servers:
         """Each candidate's law at the share it would get if it joined (or stayed in) the
         set ``members``: (1, m) servers, the common scale of the set's own shares."""
+        # without mixture=True build_servers gives plain servers (moment-fitted backlogs)
+        return cast(Servers, build_servers(self.arrays, self._every_host_shares(members),
+                                           self.codes[None, :]))
+
+    def every_host_log_cdf(self, members: np.ndarray, hosts: Servers, grid: np.ndarray,
+                           calibrated: bool = True) -> np.ndarray:
+        """(K, m) log CDF at the times ``grid`` (seconds) of ``hosts`` (from
+        ``every_host_servers(members)``): the model's, or with a calibration (and
+        ``calibrated``) the calibrated law's, so that hosts are ranked as sets are scored."""
+        log_cdf = hosts.mult[0] * completion.servers_log_cdf(hosts, grid[None, :])[0]
+        if self.calibration is None or self.factor_table is None or not calibrated:
+            return log_cdf
+        dedicated = self._every_host_shares(members)[0] / (self.arrays.processes
+                                                            * self.arrays.tau)
+        lengths = np.asarray(self.calibration.lengths_seconds)
+        return calibrated_host_log_cdf(hosts, log_cdf, nearest_factors(
+            self.factor_table, lengths, dedicated), np.asarray(self.calibration.levels))
+
+    def _every_host_shares(self, members: np.ndarray) -> np.ndarray:
+        """(1, m) shares of every candidate at the common scale of the set ``members``."""
         full = _partition(self.arrays, self.work, self.partition)
         mask = np.zeros((1, len(full)), dtype=bool)
         mask[0, members] = True
@@ -273,15 +297,22 @@ class SetEvaluator:
         # host with none)
         reference = members[np.argmax(np.minimum(full[members], inside[members]))]
         scale = inside[reference] / full[reference] if full[reference] > 0 else 1.0
-        scaled = full * scale
-        # without mixture=True build_servers gives plain servers (moment-fitted backlogs)
-        return cast(Servers, build_servers(self.arrays, scaled[None, :], self.codes[None, :]))
+        return (full * scale)[None, :]
 
     def lower_bound(self, members: np.ndarray) -> np.ndarray:
         """max_k E[T_k] of each set: a bound below its criterion (free of integration)."""
         sub = _gather(self.arrays, members)
         shares = _partition(sub, self.work, self.partition, np.ones(members.shape, bool))
         return np.max(shares / (sub.processes * sub.tau) / (1.0 - sub.rho), axis=-1)
+
+
+def _host_atoms(backlog: BacklogArrays) -> np.ndarray:
+    """Atoms each host adds to the exact backlog mixture (``BacklogArrays.spread_atoms`` of
+    a set is their sum over its hosts with work)."""
+    atoms = ((backlog.extra_var > 0) & (backlog.mult > 0)).sum(axis=1) * (1 + ATOMS)
+    for k, (values, _) in backlog.explicit.items():
+        atoms[k] += values.size
+    return atoms
 
 
 def _arrays(hosts: Sequence[Host], states: dict[str, Backlog] | None) -> HostArrays:
@@ -294,98 +325,3 @@ def _gather(arrays: HostArrays, members: np.ndarray) -> HostArrays:
                       tau=arrays.tau[members], cores=arrays.cores[members],
                       process_counts=arrays.processes[members],
                       backlog=None if arrays.backlog is None else arrays.backlog.take(members))
-
-
-def _heuristic(evaluator: SetEvaluator, ordered: Sequence[Host], work: float,
-               task_ratio: float) -> list[int]:
-    """Paper Fig. 3 over prefixes C(x) of the capacity-ordered candidates."""
-    m = len(ordered)
-    mean_demand = float(np.mean([1.0 / host.mu for host in ordered]))
-    upper = heuristic_upper(m, work, mean_demand, task_ratio)
-
-    def f(sizes: Sequence[int]) -> list[float]:
-        return list(evaluator.criteria([range(size) for size in sizes]))
-
-    if upper <= _HEURISTIC_PREFETCH:
-        # one vectorised batch of every prefix the search can touch costs less than its
-        # sequential steps; the search below then runs on those values unchanged
-        f(range(1, min(upper + 1, m) + 1))
-    size, _ = binary_search_sizes(f, m, upper)
-    return list(range(size))
-
-
-def heuristic_upper(m: int, work: float, mean_demand_seconds: float, task_ratio: float) -> int:
-    """b = min(m, floor(W / (task_ratio * mean local demand))), at least 1 (Fig. 3)."""
-    return max(1, min(m, math.floor(work / (task_ratio * mean_demand_seconds))))
-
-
-def binary_search_sizes(f: Callable[[Sequence[int]], Sequence[float]], m: int, upper: int
-                        ) -> tuple[int, list[tuple[int, int, int]]]:
-    """The search of Fig. 3 as SPEC section 4 spells it out; f maps sizes to criteria.
-
-    Returns the chosen prefix size and the trace of (a, b, c) at each step.
-    """
-    a, b = 1, upper
-    trace = []
-    while True:
-        c = (a + b) // 2
-        wanted = [a, b, c] + ([c + 1] if c + 1 <= m else [])
-        values = dict(zip(wanted, f(wanted)))
-        trace.append((a, b, c))
-        fa, fb, fc = values[a], values[b], values[c]
-        smallest = min(fa, fb, fc)
-        if fa == smallest:
-            b = c
-        elif fb == smallest:
-            a = c
-        elif c + 1 <= m and fc < values[c + 1]:
-            b = c
-        else:
-            a = c
-        if a + 1 >= b:
-            break
-    fa, fb = f([a, b])
-    return (a if fa < fb else b), trace
-
-
-def _prefix(evaluator: SetEvaluator) -> list[int]:
-    """Best prefix C(x), then swap improvement of the boundary."""
-    m = len(evaluator.arrays.lam)
-    if m <= _PREFIX_EXHAUSTIVE:
-        sizes = np.arange(1, m + 1)
-    else:
-        sizes = np.unique(np.geomspace(1, m, 64).round().astype(int))
-    values = evaluator.criteria([range(int(size)) for size in sizes])
-    best = int(np.argmin(values))
-    while m > _PREFIX_EXHAUSTIVE:
-        low = int(sizes[max(best - 1, 0)])
-        high = int(sizes[min(best + 1, len(sizes) - 1)])
-        if high - low <= 2:
-            break
-        sizes = np.unique(np.linspace(low, high, min(high - low + 1, 64)).round().astype(int))
-        values = evaluator.criteria([range(int(size)) for size in sizes])
-        best = int(np.argmin(values))
-        if high - low + 1 <= 64:
-            break
-    chosen = list(range(int(sizes[best])))
-    return _improve_by_swaps(evaluator, chosen, float(values[best]))
-
-
-def _improve_by_swaps(evaluator: SetEvaluator, chosen: list[int], value: float) -> list[int]:
-    m = len(evaluator.arrays.lam)
-    for _ in range(_SWAP_ROUNDS):
-        inside = chosen[-_SWAP_POOL:]
-        outside = [i for i in range(m) if i not in set(chosen)][:_SWAP_POOL]
-        moves: list[list[int]] = []
-        if len(chosen) > 1:
-            moves += [[i for i in chosen if i != drop] for drop in inside]
-        moves += [[*chosen, add] for add in outside]
-        moves += [[i for i in chosen if i != drop] + [add] for drop in inside for add in outside]
-        if not moves:
-            break
-        values = evaluator.criteria(moves)
-        best = int(np.argmin(values))
-        if values[best] >= value * (1 - 1e-9):
-            break
-        chosen, value = sorted(moves[best]), float(values[best])
-    return chosen

@@ -11,7 +11,8 @@ from scheduler import (
     TooManyHostsError,
     predict,
 )
-from scheduler.selection import binary_search_sizes, heuristic_upper, schedule
+from scheduler.prefix_methods import binary_search_sizes, heuristic_upper
+from scheduler.selection import schedule
 
 
 def random_hosts(rng, count):
