@@ -46,7 +46,7 @@ from typing import Any
 import numpy as np
 
 from scheduler.errors import InvalidArgumentError
-from scheduler.ring_means import nanmean, profile
+from scheduler.ring_means import day_mean, profile
 from scheduler.row_state import RowState, check_hosts
 
 FORECASTERS = ("day_average", "last_hour", "hour_of_day", "hour_of_week", "kalman", "tendency")
@@ -306,13 +306,10 @@ class ForecastBank(RowState):
     def _paths(self, idx: np.ndarray, first: np.ndarray, horizon: int) -> np.ndarray:
         """(hosts, forecasters, horizon) forecasts of bins first .. first + horizon - 1."""
         s = self.settings
-        h, per_day = s.history_bins, s.bins_per_day
+        per_day = s.bins_per_day
         boundary = np.where(self.next_bin[idx] < 0, first, self.next_bin[idx])
         # the rows' bins are read where needed, never the whole ring copied
-        back = np.arange(1, per_day + 1)
-        cells = (boundary % h)[:, None] - back[None, :]
-        cells += np.where(cells < 0, h, 0) + (idx * h)[:, None]
-        day = nanmean(np.take(self.ring, cells), valid=(back < h)[None, :])
+        day = day_mean(self.ring, idx, boundary, per_day)
         day = np.where(np.isfinite(day), day, self.last_value[idx])
         targets = first[:, None] + np.arange(horizon)[None, :]
         span = s.profile_days * per_day

@@ -78,6 +78,8 @@ class _Track:
     pending: list[_Shadow] = field(default_factory=list)
     # the last catch-up's records, extended by the next one
     inputs: ShadowInputs | None = None
+    # (launch, dedicated) of pending launches -> a series end before which they cannot end
+    unknown_until: dict[tuple[float, float], float] = field(default_factory=dict)
 
 
 @dataclass
@@ -162,7 +164,7 @@ class Calibration(CalibratedViews):
                 return 0
             made = 0
             for hour in run.hours:
-                self._push_bins(run.track, run.inputs, hour)
+                self._push_bins([(run.track, run.inputs, hour)])
                 self._settle(host_id, run.track, run.outcomes, hour)
                 made += self._record(host_id, run.track, self._plan(run, hour))
             self._finish(run)
@@ -186,14 +188,17 @@ class Calibration(CalibratedViews):
                 while items and planned < LAUNCHES_PER_BATCH:
                     host_id, cores = items.pop(0)
                     run = self._begin(host_id, cores, max_hours, None)
-                    if run is None:
-                        continue
-                    # the forecasts of each hour see the bins pushed by then, as in advance
-                    for hour in run.hours:
-                        self._push_bins(run.track, run.inputs, hour)
-                        run.plans.append(self._plan(run, hour))
-                    runs.append(run)
-                    planned += len(run.hours)
+                    if run is not None:
+                        runs.append(run)
+                        planned += len(run.hours)
+                # hour by hour across the hosts: the forecasts of each hour see the bins pushed
+                # by then, as in advance (a host's rows are its own), and every host's bins
+                # of an hour go to the bank in one push per bin
+                for i in range(max((len(run.hours) for run in runs), default=0)):
+                    now = [run for run in runs if i < len(run.hours)]
+                    self._push_bins([(run.track, run.inputs, run.hours[i]) for run in now])
+                    for run in now:
+                        run.plans.append(self._plan(run, run.hours[i]))
                 laws = [p for run in runs for plan in run.plans if plan is not None
                         for p in plan.laws.predictions]
                 for k in range(0, len(laws), PREDICTIONS_PER_BATCH):
@@ -232,11 +237,11 @@ class Calibration(CalibratedViews):
         inputs = ShadowInputs.load(self.store, host_id, track.cores,
                                    since_epoch_seconds=since,
                                    rows_since_epoch_seconds=rows_since,
-                                   previous=track.inputs)
+                                   previous=track.inputs, snapshots_since_epoch_seconds=first)
         if track.next_bin is None:
             track.next_bin = int(self.bank.bin_of(since))
         hours = [float(hour) for hour in np.arange(first, stop + 1.0, HOUR_SECONDS)]
-        return _Run(host_id, track, inputs, Outcomes(inputs.capacity), hours,
+        return _Run(host_id, track, inputs, Outcomes(inputs.capacity, track.unknown_until), hours,
                     latest if stop == last_hour else stop)
 
     def _finish(self, run: _Run, flush: bool = True) -> None:
@@ -251,15 +256,27 @@ class Calibration(CalibratedViews):
         if flush:
             self.shadow_ledger.flush()
 
-    def _push_bins(self, track: _Track, inputs: ShadowInputs, until: float) -> None:
-        stop = int(self.bank.bin_of(until))
-        rows = [2 * track.row, 2 * track.row + 1]
-        # never before what the bank already holds (a host's clock may step back)
-        start = max(track.next_bin or stop, int(self.bank.next_bin[rows[0]]))
-        for b in range(start, stop):
-            lam, rho = inputs.bin_means(b, self.bank.settings.bin_seconds)
-            self.bank.push(rows, b, [lam, rho])
-        track.next_bin = max(stop, start)
+    def _push_bins(self, items: Sequence[tuple[_Track, ShadowInputs, float]]) -> None:
+        """Push each (track, inputs, until)'s completed bins before ``until``: the k-th bin
+        of every host in one push (each row as if pushed alone: a host's rows are its own)."""
+        queued = []
+        for track, inputs, until in items:
+            stop = int(self.bank.bin_of(until))
+            rows = [2 * track.row, 2 * track.row + 1]
+            # never before what the bank already holds (a host's clock may step back)
+            start = max(track.next_bin or stop, int(self.bank.next_bin[rows[0]]))
+            queued.append((rows, [(b, *inputs.bin_means(b, self.bank.settings.bin_seconds))
+                                  for b in range(start, stop)]))
+            track.next_bin = max(stop, start)
+        for k in range(max((len(bins) for _, bins in queued), default=0)):
+            rows, bins, values = [], [], []
+            for host_rows, host_bins in queued:
+                if k < len(host_bins):
+                    b, lam, rho = host_bins[k]
+                    rows += host_rows
+                    bins += [b, b]
+                    values += [lam, rho]
+            self.bank.push(rows, bins, values)
 
     def _plan(self, run: _Run, hour: float) -> LaunchPlan | None:
         """One hour's launch predicted, every task length at once (one prediction of a copy
@@ -367,6 +384,11 @@ class Calibration(CalibratedViews):
             elif outcomes.series.covered_until < shadow.launch + 30 * 86400.0:
                 still.append(shadow)
         track.pending = still
+        waiting = track.unknown_until
+        if len(waiting) > len(still):
+            keep = {(shadow.launch, shadow.dedicated) for shadow in still}
+            for key in [key for key in waiting if key not in keep]:
+                del waiting[key]
 
     def _score(self, track: _Track, shadow: _Shadow, realised: float) -> None:
         if not shadow.decided:
