@@ -18,6 +18,8 @@ import numpy as np
 
 from scheduler.conformal import LEVELS
 from scheduler.errors import InvalidArgumentError
+from scheduler.host_cdf import mixtures_cdf
+from scheduler.model import MixtureServers
 from scheduler.prediction import Prediction
 
 GRID_POINTS = 256
@@ -130,20 +132,49 @@ def joint_host_quantiles(predictions: Sequence[Any], levels: Any = LEVELS) -> li
     """:func:`host_quantiles` of each of ``predictions``, on the one grid a prediction of all
     their hosts together would use (so the hosts may be predicted in groups, each the cheapest
     way, and give what one prediction of them all gives)."""
+    return grouped_host_quantiles([predictions], levels)[0]
+
+
+def grouped_host_quantiles(groups: Sequence[Sequence[Any]], levels: Any = LEVELS
+                           ) -> list[list[np.ndarray]]:
+    """:func:`joint_host_quantiles` of each group of predictions (each group on its own
+    grid), the backlog mixtures of every group evaluated together
+    (:func:`scheduler.host_cdf.mixtures_cdf`): the same figures, to the bit, for one
+    evaluation's calls."""
     nominal = np.asarray(levels, dtype=float)
-    dedicated = [np.asarray(p.dedicated_seconds, dtype=float) for p in predictions]
-    every = np.concatenate(dedicated)
+    grids = [_joint_grid(predictions) for predictions in groups]
+    mixtures = [(p._host_servers, grid, len(p.hosts))
+                for predictions, grid in zip(groups, grids) if grid is not None
+                for p in predictions if isinstance(p._host_servers, MixtureServers)]
+    evaluated = iter(mixtures_cdf(mixtures))
+    out = []
+    for predictions, grid in zip(groups, grids):
+        quantiles = []
+        for prediction in predictions:
+            shares = np.asarray(prediction.dedicated_seconds, dtype=float)
+            if grid is None:
+                quantiles.append(np.zeros((shares.size, nominal.size)))
+                continue
+            cdf = next(evaluated) if isinstance(prediction._host_servers, MixtureServers) \
+                else prediction.host_cdf(grid)
+            cdf = _monotone_rows(np.clip(cdf, 0.0, 1.0))
+            quantiles.append(np.where(shares[:, None] > 0, _row_quantiles(grid, cdf, nominal),
+                                      0.0))
+        out.append(quantiles)
+    return out
+
+
+def _joint_grid(predictions: Sequence[Any]) -> np.ndarray | None:
+    """The grid (seconds) on which the hosts of ``predictions`` are read as one prediction's
+    (None: no host has a share)."""
+    every = np.concatenate([np.asarray(p.dedicated_seconds, dtype=float) for p in predictions])
     positive = every[every > 0]
     if positive.size == 0:
-        return [np.zeros((d.size, nominal.size)) for d in dedicated]
+        return None
     high = max(float(np.max(means + 12.0 * stds))
                for means, stds in (p.host_moments() for p in predictions)) * 1.5
-    grid = np.geomspace(0.5 * positive.min(), max(high, 4.0 * positive.min()), 4 * GRID_POINTS)
-    out = []
-    for prediction, shares in zip(predictions, dedicated):
-        cdf = _monotone_rows(np.clip(prediction.host_cdf(grid), 0.0, 1.0))
-        out.append(np.where(shares[:, None] > 0, _row_quantiles(grid, cdf, nominal), 0.0))
-    return out
+    return np.geomspace(0.5 * positive.min(), max(high, 4.0 * positive.min()),
+                        4 * GRID_POINTS)
 
 
 def _grid(prediction: Any, factors: np.ndarray) -> np.ndarray:

@@ -15,10 +15,12 @@ point gives:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from scheduler import fits
-from scheduler.model import MixtureServers, Servers
+from scheduler.model import _FIELDS, MixtureServers, Servers
 
 # a survival below this leaves 1 - q sf equal to 1 in double precision
 _ROUNDS_TO_ONE = 1e-17
@@ -50,20 +52,42 @@ def mixture_cdf(servers: MixtureServers, x: np.ndarray, hosts: int) -> np.ndarra
     exp of the sum over core groups of mult x the mixture's log F (``MixtureServers.log_cdf``),
     evaluated only on each server's run of points between its earliest completion and the
     point where every atom's survival is below 1e-20."""
-    mult = servers.mult[0]
-    used = mult > 0
-    first = np.where(used, np.searchsorted(x, servers.t[0]), 0)
-    tail = servers.upper_bound(_LOG_ROUNDS_TO_ONE)[0]
-    stop = np.where(used, np.maximum(np.searchsorted(x, tail, side="right"), first), 0)
-    log_cdf = np.where(np.arange(x.size)[None, :] < first[:, None], -np.inf, 0.0)
-    rows, flat, _ = _runs(first, stop, x.size)
-    if rows.size:
-        parts = Servers(**{name: getattr(servers.parts, name)[0][rows]
-                           for name in ("t", "q", "code", "p1", "p2", "mult")})
-        run = MixtureServers(parts, servers.weight[0][rows], mult[rows])
-        log_cdf.ravel()[flat] = mult[rows] * run.log_cdf(x[flat - rows * x.size])
-    groups = log_cdf.shape[0] // hosts
-    return np.exp(log_cdf.reshape(hosts, groups, -1).sum(axis=1))
+    return mixtures_cdf([(servers, x, hosts)])[0]
+
+
+def mixtures_cdf(problems: Sequence[tuple[MixtureServers, np.ndarray, int]]
+                 ) -> list[np.ndarray]:
+    """:func:`mixture_cdf` of each (servers, x, hosts), to the bit: the runs of points of
+    every problem whose mixtures have as many atoms are evaluated in one
+    ``MixtureServers.log_cdf`` (each point's arithmetic is its own, whatever else is
+    evaluated beside it), so many small predictions cost one evaluation's calls."""
+    log_cdfs, pending = [], {}
+    for servers, x, _ in problems:
+        mult = servers.mult[0]
+        used = mult > 0
+        first = np.where(used, np.searchsorted(x, servers.t[0]), 0)
+        tail = servers.upper_bound(_LOG_ROUNDS_TO_ONE)[0]
+        stop = np.where(used, np.maximum(np.searchsorted(x, tail, side="right"), first), 0)
+        log_cdf = np.where(np.arange(x.size)[None, :] < first[:, None], -np.inf, 0.0)
+        rows, flat, _ = _runs(first, stop, x.size)
+        log_cdfs.append(log_cdf)
+        if rows.size:
+            pending.setdefault(servers.weight.shape[-1], []).append(
+                (len(log_cdfs) - 1, servers, rows, flat, x[flat - rows * x.size]))
+    for items in pending.values():
+        parts = Servers(**{name: np.concatenate([getattr(servers.parts, name)[0][rows]
+                                                 for _, servers, rows, _, _ in items])
+                           for name in _FIELDS})
+        mult = np.concatenate([servers.mult[0][rows] for _, servers, rows, _, _ in items])
+        run = MixtureServers(parts, np.concatenate([servers.weight[0][rows]
+                                                    for _, servers, rows, _, _ in items]), mult)
+        values = mult * run.log_cdf(np.concatenate([points for *_, points in items]))
+        start = 0
+        for k, _, rows, flat, _ in items:
+            log_cdfs[k].ravel()[flat] = values[start:start + rows.size]
+            start += rows.size
+    return [np.exp(log_cdf.reshape(hosts, log_cdf.shape[0] // hosts, -1).sum(axis=1))
+            for log_cdf, (_, _, hosts) in zip(log_cdfs, problems)]
 
 
 def _runs(first: np.ndarray, stop: np.ndarray, size: int

@@ -33,7 +33,14 @@ import numpy as np
 from ghs.manager.calibrated_views import CalibratedViews
 from ghs.manager.envelope import envelope_of, running_jobs
 from ghs.manager.realised import Outcomes
-from ghs.manager.shadow_laws import DIST, LEVELS, HostLaws, LaunchPlan, copies_of
+from ghs.manager.shadow_laws import (
+    DIST,
+    LEVELS,
+    HostLaws,
+    LaunchPlan,
+    copies_of,
+    prime_quantiles,
+)
 from ghs.manager.shadow_ledger import ShadowLedger
 from ghs.manager.shadow_start import ShadowInputs, host_at, starts_of
 from scheduler import Calibrator, ForecastBank, Host
@@ -203,6 +210,8 @@ class Calibration(CalibratedViews):
                         for p in plan.laws.predictions]
                 for k in range(0, len(laws), PREDICTIONS_PER_BATCH):
                     prime_host_moments(laws[k:k + PREDICTIONS_PER_BATCH])
+                prime_quantiles([plan.laws for run in runs for plan in run.plans
+                                 if plan is not None])
                 for run in runs:
                     for hour, plan in zip(run.hours, run.plans):
                         self._settle(run.host_id, run.track, run.outcomes, hour)

@@ -10,13 +10,13 @@ their launches in a few batches (:meth:`ghs.manager.calibration.Calibration.adva
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from scheduler import Host
 from scheduler.backlog import Backlog
-from scheduler.calibrated import joint_host_quantiles
+from scheduler.calibrated import grouped_host_quantiles, joint_host_quantiles
 from scheduler.prediction import Prediction, predict_hosts
 
 DIST = "lognormal"
@@ -30,6 +30,8 @@ class HostLaws:
 
     groups: tuple[np.ndarray, ...]
     predictions: tuple[Prediction, ...]
+    # each prediction's (tasks, levels) quantiles once worked out (:func:`prime_quantiles`)
+    _quantiles: list[np.ndarray] = field(default_factory=list, repr=False)
 
     @classmethod
     def predict(cls, hosts: Sequence[Host], shares: np.ndarray, starts: Sequence[Backlog]
@@ -58,9 +60,18 @@ class HostLaws:
         means = np.empty(size)
         quantiles = np.empty((size, len(LEVELS)))
         for rows, prediction, q in zip(self.groups, self.predictions,
-                                       joint_host_quantiles(self.predictions)):
+                                       self._quantiles or joint_host_quantiles(
+                                           self.predictions)):
             means[rows], quantiles[rows] = prediction.host_moments()[0], q
         return means, quantiles
+
+
+def prime_quantiles(laws: Sequence[HostLaws]) -> None:
+    """Work out the quantiles of every launch's laws together (their backlog mixtures in one
+    evaluation, each launch on its own grid: the same figures), for
+    :meth:`HostLaws.means_and_quantiles` to return. Their host moments should be primed."""
+    for law, quantiles in zip(laws, grouped_host_quantiles([law.predictions for law in laws])):
+        law._quantiles[:] = quantiles
 
 
 @dataclass(frozen=True, eq=False)
