@@ -18,8 +18,7 @@ import numpy as np
 
 from scheduler.conformal import LEVELS
 from scheduler.errors import InvalidArgumentError
-from scheduler.host_cdf import mixtures_cdf
-from scheduler.model import MixtureServers
+from scheduler.host_cdf import many_hosts_cdf
 from scheduler.prediction import Prediction
 
 GRID_POINTS = 256
@@ -138,28 +137,31 @@ def joint_host_quantiles(predictions: Sequence[Any], levels: Any = LEVELS) -> li
 def grouped_host_quantiles(groups: Sequence[Sequence[Any]], levels: Any = LEVELS
                            ) -> list[list[np.ndarray]]:
     """:func:`joint_host_quantiles` of each group of predictions (each group on its own
-    grid), the backlog mixtures of every group evaluated together
-    (:func:`scheduler.host_cdf.mixtures_cdf`): the same figures, to the bit, for one
+    grid), every host CDF evaluated together (:func:`scheduler.host_cdf.many_hosts_cdf`)
+    and every host's quantiles read in one pass: the same figures, to the bit, for one
     evaluation's calls."""
     nominal = np.asarray(levels, dtype=float)
     grids = [_joint_grid(predictions) for predictions in groups]
-    mixtures = [(p._host_servers, grid, len(p.hosts))
-                for predictions, grid in zip(groups, grids) if grid is not None
-                for p in predictions if isinstance(p._host_servers, MixtureServers)]
-    evaluated = iter(mixtures_cdf(mixtures))
+    shaped = [(g, p) for g, (predictions, grid) in enumerate(zip(groups, grids))
+              if grid is not None for p in predictions]
+    cdfs = many_hosts_cdf([(p._host_servers, grids[g], len(p.hosts)) for g, p in shaped])
+    found = iter([])
+    if shaped:
+        # every grid has as many points: the hosts' rows stacked, each reading its own grid
+        kept = [g for g, grid in enumerate(grids) if grid is not None]
+        position = {g: k for k, g in enumerate(kept)}
+        sizes = [c.shape[0] for c in cdfs]
+        stacked = _row_quantiles(np.stack([grids[g] for g in kept]),
+                                 _monotone_rows(np.clip(np.concatenate(cdfs), 0.0, 1.0)),
+                                 nominal, np.repeat([position[g] for g, _ in shaped], sizes))
+        found = iter(np.split(stacked, np.cumsum(sizes)[:-1]))
     out = []
     for predictions, grid in zip(groups, grids):
         quantiles = []
         for prediction in predictions:
             shares = np.asarray(prediction.dedicated_seconds, dtype=float)
-            if grid is None:
-                quantiles.append(np.zeros((shares.size, nominal.size)))
-                continue
-            cdf = next(evaluated) if isinstance(prediction._host_servers, MixtureServers) \
-                else prediction.host_cdf(grid)
-            cdf = _monotone_rows(np.clip(cdf, 0.0, 1.0))
-            quantiles.append(np.where(shares[:, None] > 0, _row_quantiles(grid, cdf, nominal),
-                                      0.0))
+            quantiles.append(np.zeros((shares.size, nominal.size)) if grid is None
+                             else np.where(shares[:, None] > 0, next(found), 0.0))
         out.append(quantiles)
     return out
 
@@ -185,9 +187,11 @@ def _grid(prediction: Any, factors: np.ndarray) -> np.ndarray:
     return np.geomspace(low, max(high, 4.0 * low), GRID_POINTS)
 
 
-def _row_quantiles(grid: np.ndarray, cdf: np.ndarray, levels: np.ndarray) -> np.ndarray:
-    """(rows, levels) times where each row's non-decreasing CDF on ``grid`` reaches a level."""
-    last = grid.size - 1
+def _row_quantiles(grid: np.ndarray, cdf: np.ndarray, levels: np.ndarray,
+                   row_grid: np.ndarray | None = None) -> np.ndarray:
+    """(rows, levels) times where each row's non-decreasing CDF on ``grid`` reaches a level;
+    with ``row_grid``, ``grid`` is a stack of grids and row k reads ``grid[row_grid[k]]``."""
+    last = grid.shape[-1] - 1
     above = np.stack([(cdf < q).sum(axis=1) for q in levels], axis=1)  # first index >= q
     hi = np.clip(above, 1, last)
     lo = hi - 1
@@ -195,8 +199,13 @@ def _row_quantiles(grid: np.ndarray, cdf: np.ndarray, levels: np.ndarray) -> np.
     f_lo, f_hi = cdf[rows, lo], cdf[rows, hi]
     step = np.where(f_hi > f_lo, (levels[None, :] - f_lo) / np.where(f_hi > f_lo, f_hi - f_lo,
                                                                       1.0), 1.0)
-    x = grid[lo] + np.clip(step, 0.0, 1.0) * (grid[hi] - grid[lo])
-    return np.where(above == 0, grid[0], np.where(above > last, grid[last], x))
+    if row_grid is None:
+        g_lo, g_hi, start, end = grid[lo], grid[hi], grid[0], grid[last]
+    else:
+        own = row_grid[:, None]
+        g_lo, g_hi, start, end = grid[own, lo], grid[own, hi], grid[own, 0], grid[own, last]
+    x = g_lo + np.clip(step, 0.0, 1.0) * (g_hi - g_lo)
+    return np.where(above == 0, start, np.where(above > last, end, x))
 
 
 def _row_interp(grid: np.ndarray, cdf: np.ndarray, x: np.ndarray) -> np.ndarray:

@@ -35,16 +35,37 @@ def hosts_cdf(servers: Servers | MixtureServers, x: np.ndarray, hosts: int) -> n
     return mixture_cdf(servers, x, hosts)
 
 
+def many_hosts_cdf(problems: Sequence[tuple[Servers | MixtureServers, np.ndarray, int]]
+                   ) -> list[np.ndarray]:
+    """:func:`hosts_cdf` of each (servers, x, hosts), each route's problems evaluated
+    together (:func:`servers_cdfs`, :func:`mixtures_cdf`): the same values, to the bit."""
+    fitted = [k for k, (servers, _, _) in enumerate(problems) if isinstance(servers, Servers)]
+    mixed = [k for k in range(len(problems)) if k not in set(fitted)]
+    out: list[np.ndarray] = [np.empty(0)] * len(problems)
+    for chosen, route in ((fitted, servers_cdfs), (mixed, mixtures_cdf)):
+        for k, cdf in zip(chosen, route([problems[k] for k in chosen])):
+            out[k] = cdf
+    return out
+
+
 def servers_cdf(servers: Servers, x: np.ndarray, hosts: int) -> np.ndarray:
     """(hosts, len(x)) CDF of each host's completion, ``x`` increasing: the product over its
     core groups of F^mult, F = 1 - q sf(x - t) from t on. The values of exp(summed
     Servers.log_cdf) to rounding, without a log and an exp per point."""
-    mult = servers.mult[0]
-    cdf = _component_cdfs(servers, x, mult)
-    # no share (mult 0): finished from the start
-    cdf[mult == 0] = 1.0
-    groups = cdf.shape[0] // hosts
-    return cdf if groups == 1 else cdf.reshape(hosts, groups, -1).prod(axis=1)
+    return servers_cdfs([(servers, x, hosts)])[0]
+
+
+def servers_cdfs(problems: Sequence[tuple[Servers, np.ndarray, int]]) -> list[np.ndarray]:
+    """:func:`servers_cdf` of each (servers, x, hosts), every problem's points evaluated in
+    one pass (each point's arithmetic is its own): the same values, to the bit."""
+    out = []
+    for (servers, _, hosts), cdf in zip(problems, _component_cdfs(problems)):
+        mult = servers.mult[0]
+        # no share (mult 0): finished from the start
+        cdf[mult == 0] = 1.0
+        groups = cdf.shape[0] // hosts
+        out.append(cdf if groups == 1 else cdf.reshape(hosts, groups, -1).prod(axis=1))
+    return out
 
 
 def mixture_cdf(servers: MixtureServers, x: np.ndarray, hosts: int) -> np.ndarray:
@@ -101,31 +122,44 @@ def _runs(first: np.ndarray, stop: np.ndarray, size: int
     return rows, flat, counts
 
 
-def _component_cdfs(servers: Servers, x: np.ndarray, mult: np.ndarray) -> np.ndarray:
-    """(servers, len(x)) F^mult, F = 1 - q sf(x - t) of each server type, evaluated only
-    where F is neither 0 (before t) nor 1 to double precision (past the point where
-    q sf < 1e-17, 1 - q sf rounds to 1 exactly): a contiguous run of points per server. A
-    host's share finishes when all of its processes do: the power is taken on the run alone
-    (0 and 1 are their own powers)."""
-    t = servers.t[0]
-    first = np.searchsorted(x, t)
-    stop = np.maximum(np.searchsorted(x, servers.upper_bound(_ROUNDS_TO_ONE)[0]), first)
-    cdf = (np.arange(x.size)[None, :] >= stop[:, None]).astype(float)
-    rows, flat, counts = _runs(first, stop, x.size)
+def _component_cdfs(problems: Sequence[tuple[Servers, np.ndarray, int]]) -> list[np.ndarray]:
+    """Per (servers, x, _): (servers, len(x)) F^mult, F = 1 - q sf(x - t) of each server
+    type, evaluated only where F is neither 0 (before t) nor 1 to double precision (past the
+    point where q sf < 1e-17, 1 - q sf rounds to 1 exactly): a contiguous run of points per
+    server, every problem's runs in one pass. A host's share finishes when all of its
+    processes do: the power is taken on the run alone (0 and 1 are their own powers)."""
+    if not problems:
+        return []
+    cdfs, runs = [], []
+    for servers, x, _ in problems:
+        t = servers.t[0]
+        first = np.searchsorted(x, t)
+        stop = np.maximum(np.searchsorted(x, servers.upper_bound(_ROUNDS_TO_ONE)[0]), first)
+        cdfs.append((np.arange(x.size)[None, :] >= stop[:, None]).astype(float))
+        rows, flat, counts = _runs(first, stop, x.size)
+        runs.append((flat, counts, x[flat - rows * x.size] - np.repeat(t, counts)))
+
+    def each(name: str) -> np.ndarray:
+        return np.concatenate([np.repeat(getattr(servers, name)[0], counts)
+                               for (servers, _, _), (_, counts, _) in zip(problems, runs)])
+
     with np.errstate(divide="ignore", invalid="ignore"):
-        survival = fits.sf(np.repeat(servers.code[0], counts), np.repeat(servers.p1[0], counts),
-                           np.repeat(servers.p2[0], counts),
-                           x[flat - rows * x.size] - np.repeat(t, counts))
-    values = 1.0 - np.repeat(servers.q[0], counts) * survival
-    powers = mult[counts > 0]
+        survival = fits.sf(each("code"), each("p1"), each("p2"),
+                           np.concatenate([y for _, _, y in runs]))
+    values = 1.0 - each("q") * survival
+    powers = np.concatenate([servers.mult[0][counts > 0]
+                             for (servers, _, _), (_, counts, _) in zip(problems, runs)])
     if ((powers != 0.0) & (powers != 1.0)).any():
-        each = np.repeat(mult, counts)
+        mult = each("mult")
         for count in np.unique(powers):
             if count not in (0.0, 1.0):
-                chosen = each == count
+                chosen = mult == count
                 values[chosen] = _power(values[chosen], float(count))
-    cdf.ravel()[flat] = values
-    return cdf
+    start = 0
+    for cdf, (flat, _, _) in zip(cdfs, runs):
+        cdf.ravel()[flat] = values[start:start + flat.size]
+        start += flat.size
+    return cdfs
 
 
 def _power(values: np.ndarray, count: float) -> np.ndarray:

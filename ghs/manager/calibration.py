@@ -46,7 +46,6 @@ from ghs.manager.shadow_start import ShadowInputs, host_at, starts_of
 from scheduler import Calibrator, ForecastBank, Host
 from scheduler.backlog import Backlog
 from scheduler.backlog_weight import BacklogWeights, WeightSettings
-from scheduler.calibrated import host_quantiles
 from scheduler.host_moments import prime_host_moments
 from scheduler.prediction import predict_hosts
 
@@ -210,8 +209,7 @@ class Calibration(CalibratedViews):
                         for p in plan.laws.predictions]
                 for k in range(0, len(laws), PREDICTIONS_PER_BATCH):
                     prime_host_moments(laws[k:k + PREDICTIONS_PER_BATCH])
-                prime_quantiles([plan.laws for run in runs for plan in run.plans
-                                 if plan is not None])
+                prime_quantiles([plan for run in runs for plan in run.plans if plan is not None])
                 for run in runs:
                     for hour, plan in zip(run.hours, run.plans):
                         self._settle(run.host_id, run.track, run.outcomes, hour)
@@ -311,7 +309,7 @@ class Calibration(CalibratedViews):
                 hosts.append(found[0])
                 starts.append(start[0])
         laws = HostLaws.predict(hosts, np.tile(works, len(self.views)), starts)
-        return LaunchPlan(at, day, backlog, works, paper_means, host_quantiles(paper), laws)
+        return LaunchPlan(at, day, backlog, works, paper_means, paper, laws)
 
     def _record(self, host_id: str, track: _Track, plan: LaunchPlan | None) -> int:
         """A planned launch calibrated (each view's calibrators as they stand now), queued

@@ -66,27 +66,38 @@ class HostLaws:
         return means, quantiles
 
 
-def prime_quantiles(laws: Sequence[HostLaws]) -> None:
-    """Work out the quantiles of every launch's laws together (their backlog mixtures in one
-    evaluation, each launch on its own grid: the same figures), for
-    :meth:`HostLaws.means_and_quantiles` to return. Their host moments should be primed."""
-    for law, quantiles in zip(laws, grouped_host_quantiles([law.predictions for law in laws])):
-        law._quantiles[:] = quantiles
+def prime_quantiles(plans: Sequence[LaunchPlan]) -> None:
+    """Work out the quantiles of every launch's laws and paper model together (each host CDF
+    route's problems in one evaluation, each launch on its own grids: the same figures), for
+    :meth:`HostLaws.means_and_quantiles` and :attr:`LaunchPlan.paper_quantiles` to return.
+    The laws' host moments should be primed."""
+    found = grouped_host_quantiles([plan.laws.predictions for plan in plans]
+                                   + [[plan.paper] for plan in plans])
+    for plan, laws, paper in zip(plans, found, found[len(plans):]):
+        plan.laws._quantiles[:] = laws
+        plan._paper_quantiles[:] = paper
 
 
 @dataclass(frozen=True, eq=False)
 class LaunchPlan:
     """One hour's shadow launch of a host: launched ``at`` (epoch seconds) on the 24-hour
     host ``day`` holding ``backlog``, tasks of ``works`` (reference-CPU-seconds); the paper
-    model's means and quantiles, and the views' laws (views x lengths rows, view-major)."""
+    model's prediction and means, and the views' laws (views x lengths rows, view-major)."""
 
     at: float
     day: Host
     backlog: Backlog
     works: np.ndarray
     paper_means: np.ndarray
-    paper_quantiles: np.ndarray
+    paper: Prediction
     laws: HostLaws
+    _paper_quantiles: list[np.ndarray] = field(default_factory=list, repr=False)
+
+    @property
+    def paper_quantiles(self) -> np.ndarray:
+        """(lengths, levels) quantiles of the paper model, seconds."""
+        return self._paper_quantiles[0] if self._paper_quantiles \
+            else joint_host_quantiles([self.paper])[0]
 
 
 def copies_of(hosts: Sequence[Host]) -> list[Host]:
