@@ -221,10 +221,13 @@ class ForecastBank(RowState):
                          paths: np.ndarray, horizon: int, duration_seconds: float
                          ) -> WindowForecast:
         bs = self.settings.bin_seconds
-        edges = first[:, None] + np.arange(horizon + 1)[None, :]
-        lo = np.clip(edges[:, :-1] * bs, shifted[:, None], (shifted + duration_seconds)[:, None])
-        hi = np.clip(edges[:, 1:] * bs, shifted[:, None], (shifted + duration_seconds)[:, None])
-        weights = (hi - lo) / duration_seconds
+        # every row launched alike (one launch for all): one row's weights serve all
+        own = slice(0, 1) if shifted.size and (shifted == shifted[0]).all() else slice(None)
+        edges = first[own, None] + np.arange(horizon + 1)[None, :]
+        start, end = shifted[own, None], (shifted[own] + duration_seconds)[:, None]
+        lo = np.clip(edges[:, :-1] * bs, start, end)
+        hi = np.clip(edges[:, 1:] * bs, start, end)
+        weights = np.broadcast_to((hi - lo) / duration_seconds, (idx.size, horizon))
         if horizon < paths.shape[2]:
             paths = np.ascontiguousarray(paths[:, :, :horizon])
         values = np.einsum("nfl,nl->nf", paths, weights)
@@ -240,7 +243,7 @@ class ForecastBank(RowState):
         chosen = _choose(errors)
         rows = np.arange(idx.size)
         return WindowForecast(value=values[rows, chosen],
-                              forecaster=tuple(np.asarray(FORECASTERS)[chosen].tolist()),
+                              forecaster=tuple(map(FORECASTERS.__getitem__, chosen.tolist())),
                               recent_error=errors[rows, chosen], values=values, errors=errors,
                               window_bins=WINDOW_CLASSES_BINS[c])
 
