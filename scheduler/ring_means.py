@@ -1,5 +1,6 @@
 """Means over a forecast bank's ring of bins (rows of hosts, a circular window of bins per
-row, NaN for an empty bin): what the day-average and profile forecasters read.
+row, NaN for an empty bin): what the day-average and profile forecasters read, and the range
+of window means a forecast is held within.
 
 Both are laid out with the bins averaged on the middle axis, (rows, sources, targets): the
 sums then run as a few whole-slice additions (a reduction over a short last axis costs a
@@ -8,6 +9,8 @@ pattern is worked out once and shifted to each row.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -66,3 +69,27 @@ def _cells(targets: np.ndarray, back: np.ndarray, h: int, idx: np.ndarray) -> np
     cells = (top % h)[:, None, :] - (back % h)[None, :, None]
     cells += np.where(cells < 0, h, 0)
     return cells + (idx * h)[:, None, None]
+
+
+def window_range(ring: np.ndarray, idx: np.ndarray, pushed: np.ndarray,
+                 lengths: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+    """(rows, classes) lowest and highest mean over windows of each of ``lengths`` bins
+    within the history up to each row's bin ``pushed`` (NaN where none counts); a window
+    counts when at least half its bins hold data."""
+    h = ring.shape[1]
+    back = pushed[:, None] - np.arange(h)[None, :]
+    recent = ring[idx[:, None], back % h]
+    seen = np.isfinite(recent)
+    zero = np.zeros((idx.size, 1))
+    total = np.concatenate([zero, np.cumsum(np.where(seen, recent, 0.0), axis=1)], axis=1)
+    count = np.concatenate([zero, np.cumsum(seen, axis=1)], axis=1)
+    low, high = np.empty((idx.size, len(lengths))), np.empty((idx.size, len(lengths)))
+    for c, length in enumerate(lengths):
+        n = count[:, length:] - count[:, :-length]
+        ok = 2 * n >= length
+        mean = np.divide(total[:, length:] - total[:, :-length], n,
+                         out=np.zeros(n.shape), where=ok)
+        any_ok = ok.any(axis=1)
+        low[:, c] = np.where(any_ok, np.min(np.where(ok, mean, np.inf), axis=1), np.nan)
+        high[:, c] = np.where(any_ok, np.max(np.where(ok, mean, -np.inf), axis=1), np.nan)
+    return low, high

@@ -42,6 +42,7 @@ from ghs.manager.shadow_laws import (
     prime_quantiles,
 )
 from ghs.manager.shadow_ledger import ShadowLedger
+from ghs.manager.shadow_outcomes import ShadowOutcomes
 from ghs.manager.shadow_start import ShadowInputs, host_at, starts_of
 from scheduler import Calibrator, ForecastBank, Host
 from scheduler.backlog import Backlog
@@ -102,7 +103,7 @@ class _Run:
     plans: list[LaunchPlan | None] = field(default_factory=list)
 
 
-class Calibration(CalibratedViews):
+class Calibration(CalibratedViews, ShadowOutcomes):
     """Forecasts, start batteries and calibrators of every host, kept current from ``store``
     (a :class:`ghs.manager.store.ManagerStore`)."""
 
@@ -201,10 +202,10 @@ class Calibration(CalibratedViews):
                 # by then, as in advance (a host's rows are its own), and every host's bins
                 # of an hour go to the bank in one push per bin
                 for i in range(max((len(run.hours) for run in runs), default=0)):
-                    now = [run for run in runs if i < len(run.hours)]
-                    self._push_bins([(run.track, run.inputs, run.hours[i]) for run in now])
-                    for run in now:
-                        run.plans.append(self._plan(run, run.hours[i]))
+                    now = [(run, run.hours[i]) for run in runs if i < len(run.hours)]
+                    self._push_bins([(run.track, run.inputs, hour) for run, hour in now])
+                    for (run, _), plan in zip(now, self._plans(now)):
+                        run.plans.append(plan)
                 laws = [p for run in runs for plan in run.plans if plan is not None
                         for p in plan.laws.predictions]
                 for k in range(0, len(laws), PREDICTIONS_PER_BATCH):
@@ -289,27 +290,35 @@ class Calibration(CalibratedViews):
         """One hour's launch predicted, every task length at once (one prediction of a copy
         of the host per length, each copy's own law being that single-host task's); None
         before any arrival was measured."""
-        snapshot = run.inputs.snapshot_near(hour, self.snapshot_fresh_seconds)
-        at = hour if snapshot is None else float(snapshot["epoch_seconds"])
-        day = host_at(run.host_id, run.inputs, at)
-        if day is None:
-            return None
-        backlog = run.inputs.backlog_at(day, snapshot)
-        works = self.lengths * run.track.cores * day.tau
-        n = len(works)
-        paper = predict_hosts(copies_of([day] * n), works, DIST)
-        paper_means, _ = paper.host_moments()
-        # one window forecast per length serves every view
-        windows = self._windows([run.track], at, paper_means)
-        hosts, starts = [], []
-        for view in self.views:
-            for j in range(n):
-                found, start, _ = self._view_of(*windows[j], [run.track], [day], [backlog],
-                                                view)
-                hosts.append(found[0])
-                starts.append(start[0])
-        laws = HostLaws.predict(hosts, np.tile(works, len(self.views)), starts)
-        return LaunchPlan(at, day, backlog, works, paper_means, paper, laws)
+        return self._plans([(run, hour)])[0]
+
+    def _plans(self, items: Sequence[tuple[_Run, float]]) -> list[LaunchPlan | None]:
+        """:meth:`_plan` of each (run, hour) of distinct hosts, their window forecasts in one
+        call (each host's as alone, but for the order of the sums over bins)."""
+        plans: list[LaunchPlan | None] = [None] * len(items)
+        ready = []
+        for k, (run, hour) in enumerate(items):
+            snapshot = run.inputs.snapshot_near(hour, self.snapshot_fresh_seconds)
+            at = hour if snapshot is None else float(snapshot["epoch_seconds"])
+            day = host_at(run.host_id, run.inputs, at)
+            if day is not None:
+                works = self.lengths * run.track.cores * day.tau
+                paper = predict_hosts(copies_of([day] * len(works)), works, DIST)
+                ready.append((k, run.track, at, day, run.inputs.backlog_at(day, snapshot),
+                              works, paper, paper.host_moments()[0]))
+        if not ready:
+            return plans
+        tracks, ats, days, backlogs = ([r[c] for r in ready] for c in range(1, 5))
+        # one window forecast per host and length serves every view
+        windows = self._windows(tracks, ats, np.array([r[7] for r in ready]))
+        seen = [self._view_of(*window, tracks, days, backlogs, view)[:2]
+                for view in self.views for window in windows]
+        for h, (k, _, at, day, backlog, works, paper, paper_means) in enumerate(ready):
+            laws = HostLaws.predict([hosts[h] for hosts, _ in seen],
+                                    np.tile(works, len(self.views)),
+                                    [starts[h] for _, starts in seen])
+            plans[k] = LaunchPlan(at, day, backlog, works, paper_means, paper, laws)
+        return plans
 
     def _record(self, host_id: str, track: _Track, plan: LaunchPlan | None) -> int:
         """A planned launch calibrated (each view's calibrators as they stand now), queued
@@ -368,65 +377,6 @@ class Calibration(CalibratedViews):
                 shares.append(work)
         p = predict_hosts(copies_of(hosts), shares, DIST, backlog=starts)
         return p.host_moments()[0].reshape(len(works), -1)
-
-    def _settle(self, host_id: str, track: _Track, outcomes: Outcomes, now: float) -> None:
-        still = []
-        for shadow in track.pending:
-            if shadow.launch >= now:
-                still.append(shadow)
-                continue
-            realised = outcomes.realised_seconds(shadow.launch, shadow.dedicated)
-            if realised is not None and shadow.launch + realised <= now:
-                self._score(track, shadow, realised)
-                if shadow.view == self.views[0]:  # one outcome per launch and length
-                    self.shadow_ledger.outcome(realised, host_id, shadow.launch, shadow.dedicated)
-            elif not shadow.decided and shadow.launch + shadow.reported[-1] <= now and \
-                    outcomes.overran(shadow.launch, shadow.dedicated,
-                                     float(shadow.reported[-1])):
-                # a miss of every level, known before the task ends
-                self.calibrators[shadow.view][shadow.length].record(
-                    [track.row], np.ones((1, 3), bool), (shadow.pooled > 0)[None])
-                shadow.decided = True
-                still.append(shadow)
-            elif outcomes.series.covered_until < shadow.launch + 30 * 86400.0:
-                still.append(shadow)
-        track.pending = still
-        waiting = track.unknown_until
-        if len(waiting) > len(still):
-            keep = {(shadow.launch, shadow.dedicated) for shadow in still}
-            for key in [key for key in waiting if key not in keep]:
-                del waiting[key]
-
-    def _score(self, track: _Track, shadow: _Shadow, realised: float) -> None:
-        if not shadow.decided:
-            self.calibrators[shadow.view][shadow.length].record(
-                [track.row], (realised > shadow.reported)[None], (realised > shadow.pooled)[None])
-        if shadow.candidates is not None:
-            self.weights.record([track.row], [realised], shadow.candidates[None])
-
-    def absorb_reports(self, since_epoch_seconds: float) -> int:
-        """Feed completion reports of served predictions (``ghs report``, the Dask adapter)
-        to the calibrators: each reported share is one more scored launch of its host, at the
-        task length nearest its predicted mean, against the quantiles it was served. Each is
-        taken once. Returns how many were taken."""
-        taken = 0
-        with self.lock:
-            for outcome in self.store.reported_outcomes(since_epoch_seconds):
-                key = (outcome.prediction_id, outcome.host)
-                track = self.tracks.get(outcome.host)
-                if key in self._absorbed or track is None or not outcome.realised_seconds > 0:
-                    continue
-                self._absorbed.add(key)
-                served = np.array([outcome.p50_seconds, outcome.p90_seconds,
-                                   outcome.p95_seconds])
-                j = int(np.argmin(np.abs(np.log(self.lengths) - math.log(
-                    max(outcome.predicted_mean_seconds, 1.0)))))
-                missed = (outcome.realised_seconds > served)[None]
-                # the report does not say which start served it: it moves every view's
-                for kept in self.calibrators.values():
-                    kept[j].record([track.row], missed, missed)
-                taken += 1
-        return taken
 
     # -- the ledger --------------------------------------------------------------------------
 
