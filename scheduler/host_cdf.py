@@ -16,6 +16,7 @@ point gives:
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -90,23 +91,29 @@ def mixtures_cdf(problems: Sequence[tuple[MixtureServers, np.ndarray, int]]
         tail = servers.upper_bound(_LOG_ROUNDS_TO_ONE)[0]
         stop = np.where(used, np.maximum(np.searchsorted(x, tail, side="right"), first), 0)
         log_cdf = np.where(np.arange(x.size)[None, :] < first[:, None], -np.inf, 0.0)
-        rows, flat, _ = _runs(first, stop, x.size)
+        rows, flat, counts = _runs(first, stop, x.size)
         log_cdfs.append(log_cdf)
         if rows.size:
             pending.setdefault(servers.weight.shape[-1], []).append(
-                (len(log_cdfs) - 1, servers, rows, flat, x[flat - rows * x.size]))
+                (len(log_cdfs) - 1, servers, counts, flat, x[flat - rows * x.size]))
     for items in pending.values():
-        parts = Servers(**{name: np.concatenate([getattr(servers.parts, name)[0][rows]
-                                                 for _, servers, rows, _, _ in items])
-                           for name in _FIELDS})
-        mult = np.concatenate([servers.mult[0][rows] for _, servers, rows, _, _ in items])
-        run = MixtureServers(parts, np.concatenate([servers.weight[0][rows]
-                                                    for _, servers, rows, _, _ in items]), mult)
+        # each server's atoms repeated over its run of points (block copies, not a gather)
+        counts = np.concatenate([counts for _, _, counts, _, _ in items])
+
+        def repeated(get: Any, counts: np.ndarray = counts, items: list = items) -> np.ndarray:
+            return np.repeat(np.concatenate([get(servers) for _, servers, _, _, _ in items]),
+                             counts, axis=0)
+
+        # log F reads no part's mult
+        parts = Servers(**{name: repeated(lambda s, name=name: getattr(s.parts, name)[0])
+                           for name in _FIELDS if name != "mult"}, mult=np.zeros(1))
+        mult = repeated(lambda s: s.mult[0])
+        run = MixtureServers(parts, repeated(lambda s: s.weight[0]), mult)
         values = mult * run.log_cdf(np.concatenate([points for *_, points in items]))
         start = 0
-        for k, _, rows, flat, _ in items:
-            log_cdfs[k].ravel()[flat] = values[start:start + rows.size]
-            start += rows.size
+        for k, _, _, flat, _ in items:
+            log_cdfs[k].ravel()[flat] = values[start:start + flat.size]
+            start += flat.size
     return [np.exp(log_cdf.reshape(hosts, log_cdf.shape[0] // hosts, -1).sum(axis=1))
             for log_cdf, (_, _, hosts) in zip(log_cdfs, problems)]
 

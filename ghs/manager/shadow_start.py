@@ -82,7 +82,9 @@ class ShadowInputs:
             capacity = CapacitySeries.from_rows(store.streams.capacity(
                 host_id, since_epoch_seconds=since_epoch_seconds), cores)
         facts = store.host(host_id)
-        taus = [span[4] for span in spans if span[4]]
+        # the speed stated last (the newest row that states one)
+        stated = next((span[4] for span in reversed(spans) if span[4]), None)
+        taus = [] if stated is None else [stated]
         if not taus and rows_since_epoch_seconds is not None:
             # the speed stated last since ``since``, as a load of every row would find
             taus = [row[0] for row in store.db.execute(
