@@ -146,16 +146,25 @@ def _component_cdfs(problems: Sequence[tuple[Servers, np.ndarray, int]]) -> list
         rows, flat, counts = _runs(first, stop, x.size)
         runs.append((flat, counts, x[flat - rows * x.size] - np.repeat(t, counts)))
 
-    def each(name: str) -> np.ndarray:
-        return np.concatenate([np.repeat(getattr(servers, name)[0], counts)
-                               for (servers, _, _), (_, counts, _) in zip(problems, runs)])
+    def joined(arrays: list[np.ndarray]) -> np.ndarray:
+        # one problem (a query) is not copied again
+        return arrays[0] if len(arrays) == 1 else np.concatenate(arrays)
 
+    def each(name: str) -> np.ndarray:
+        return joined([np.repeat(getattr(servers, name)[0], counts)
+                       for (servers, _, _), (_, counts, _) in zip(problems, runs)])
+
+    codes = np.concatenate([servers.code[0] for servers, _, _ in problems])
     with np.errstate(divide="ignore", invalid="ignore"):
-        survival = fits.sf(each("code"), each("p1"), each("p2"),
-                           np.concatenate([y for _, _, y in runs]))
+        y = joined([y for _, _, y in runs])
+        if codes.size and (codes == codes[0]).all():
+            # one family (the usual case): told by the servers, not by every point
+            survival = fits.FAMILIES[int(codes[0])].sf(each("p1"), each("p2"), y)
+        else:
+            survival = fits.sf(each("code"), each("p1"), each("p2"), y)
     values = 1.0 - each("q") * survival
-    powers = np.concatenate([servers.mult[0][counts > 0]
-                             for (servers, _, _), (_, counts, _) in zip(problems, runs)])
+    powers = joined([servers.mult[0][counts > 0]
+                     for (servers, _, _), (_, counts, _) in zip(problems, runs)])
     if ((powers != 0.0) & (powers != 1.0)).any():
         mult = each("mult")
         for count in np.unique(powers):
