@@ -29,14 +29,17 @@ class ShadowOutcomes:
 
     def _settle(self, host_id: str, track: Any, outcomes: Outcomes, now: float) -> None:
         still = []
+        # read once: a host has dozens of launches pending, asked about every hour
+        covered, first_view = outcomes.series.covered_until, self.views[0]
+        known = outcomes.realised_seconds
         for shadow in track.pending:
             if shadow.launch >= now:
                 still.append(shadow)
                 continue
-            realised = outcomes.realised_seconds(shadow.launch, shadow.dedicated)
+            realised = known(shadow.launch, shadow.dedicated)
             if realised is not None and shadow.launch + realised <= now:
                 self._score(track, shadow, realised)
-                if shadow.view == self.views[0]:  # one outcome per launch and length
+                if shadow.view == first_view:  # one outcome per launch and length
                     self.shadow_ledger.outcome(realised, host_id, shadow.launch, shadow.dedicated)
             elif not shadow.decided and shadow.launch + shadow.reported[-1] <= now and \
                     outcomes.overran(shadow.launch, shadow.dedicated,
@@ -46,7 +49,7 @@ class ShadowOutcomes:
                     [track.row], np.ones((1, 3), bool), (shadow.pooled > 0)[None])
                 shadow.decided = True
                 still.append(shadow)
-            elif outcomes.series.covered_until < shadow.launch + 30 * 86400.0:
+            elif covered < shadow.launch + 30 * 86400.0:
                 still.append(shadow)
         track.pending = still
         waiting = track.unknown_until
