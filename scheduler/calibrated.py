@@ -142,16 +142,15 @@ def grouped_host_quantiles(groups: Sequence[Sequence[Any]], levels: Any = LEVELS
     evaluation's calls."""
     nominal = np.asarray(levels, dtype=float)
     grids = [_joint_grid(predictions) for predictions in groups]
-    shaped = [(g, p) for g, (predictions, grid) in enumerate(zip(groups, grids))
-              if grid is not None for p in predictions]
-    cdfs = many_hosts_cdf([(p._host_servers, grids[g], len(p.hosts)) for g, p in shaped])
-    found = iter([])
+    kept = {g: grid for g, grid in enumerate(grids) if grid is not None}
+    shaped = [(g, p) for g in kept for p in groups[g]]
+    cdfs = many_hosts_cdf([(p._host_servers, kept[g], len(p.hosts)) for g, p in shaped])
+    found: Any = iter([])
     if shaped:
         # every grid has as many points: the hosts' rows stacked, each reading its own grid
-        kept = [g for g, grid in enumerate(grids) if grid is not None]
         position = {g: k for k, g in enumerate(kept)}
         sizes = [c.shape[0] for c in cdfs]
-        stacked = _row_quantiles(np.stack([grids[g] for g in kept]),
+        stacked = _row_quantiles(np.stack(list(kept.values())),
                                  _monotone_rows(np.clip(np.concatenate(cdfs), 0.0, 1.0)),
                                  nominal, np.repeat([position[g] for g, _ in shaped], sizes))
         found = iter(np.split(stacked, np.cumsum(sizes)[:-1]))

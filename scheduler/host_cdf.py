@@ -40,12 +40,18 @@ def many_hosts_cdf(problems: Sequence[tuple[Servers | MixtureServers, np.ndarray
                    ) -> list[np.ndarray]:
     """:func:`hosts_cdf` of each (servers, x, hosts), each route's problems evaluated
     together (:func:`servers_cdfs`, :func:`mixtures_cdf`): the same values, to the bit."""
-    fitted = [k for k, (servers, _, _) in enumerate(problems) if isinstance(servers, Servers)]
-    mixed = [k for k in range(len(problems)) if k not in set(fitted)]
+    fitted: list[tuple[int, tuple[Servers, np.ndarray, int]]] = []
+    mixed: list[tuple[int, tuple[MixtureServers, np.ndarray, int]]] = []
+    for k, (servers, x, hosts) in enumerate(problems):
+        if isinstance(servers, Servers):
+            fitted.append((k, (servers, x, hosts)))
+        else:
+            mixed.append((k, (servers, x, hosts)))
     out: list[np.ndarray] = [np.empty(0)] * len(problems)
-    for chosen, route in ((fitted, servers_cdfs), (mixed, mixtures_cdf)):
-        for k, cdf in zip(chosen, route([problems[k] for k in chosen])):
-            out[k] = cdf
+    for k, cdf in zip([k for k, _ in fitted], servers_cdfs([p for _, p in fitted])):
+        out[k] = cdf
+    for k, cdf in zip([k for k, _ in mixed], mixtures_cdf([p for _, p in mixed])):
+        out[k] = cdf
     return out
 
 
@@ -83,7 +89,8 @@ def mixtures_cdf(problems: Sequence[tuple[MixtureServers, np.ndarray, int]]
     every problem whose mixtures have as many atoms are evaluated in one
     ``MixtureServers.log_cdf`` (each point's arithmetic is its own, whatever else is
     evaluated beside it), so many small predictions cost one evaluation's calls."""
-    log_cdfs, pending = [], {}
+    log_cdfs: list[np.ndarray] = []
+    pending: dict[int, list[tuple[int, MixtureServers, np.ndarray, np.ndarray, np.ndarray]]] = {}
     for servers, x, _ in problems:
         mult = servers.mult[0]
         used = mult > 0
