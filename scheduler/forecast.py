@@ -197,16 +197,15 @@ class ForecastBank(RowState):
                          durations_seconds: Any) -> list[WindowForecast]:
         """:meth:`forecast` for each of several window lengths (seconds) from the same
         launches: the forecasters' paths are worked out once, for the longest window. A
-        length may be an array, one per row (each row then gets what a call for it alone
-        gives; ``window_bins`` is the first row's class)."""
+        length may be an array, one per row (each row gets what a call for it alone gives,
+        but for the order of the sums over bins; ``window_bins`` is the first row's class)."""
         idx = self.rows(host_indices)
         durations = list(durations_seconds)
         for k, duration in enumerate(durations):
-            if isinstance(duration, np.ndarray):
-                durations[k] = duration = np.broadcast_to(duration.astype(float), idx.shape)
-                if duration.size and (np.isfinite(duration) & (duration > 0)).all():
-                    continue
-            if not (isinstance(duration, (int, float)) and 0 < duration < math.inf):
+            if isinstance(duration, np.ndarray) and duration.size in (1, idx.size) and \
+                    (np.isfinite(duration) & (duration > 0)).all():
+                durations[k] = np.broadcast_to(duration.astype(float), idx.shape)
+            elif not (isinstance(duration, (int, float)) and 0 < duration < math.inf):
                 raise InvalidArgumentError(f"duration_seconds must be positive and finite, got "
                                            f"{duration!r}", field="duration_seconds",
                                            value=None)

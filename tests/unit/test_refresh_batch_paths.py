@@ -10,6 +10,7 @@ from ghs.manager.realised import CapacitySeries, Outcomes
 from ghs.manager.shadow_laws import HostLaws, copies_of
 from scheduler.backlog import Backlog
 from scheduler.calibrated import grouped_host_quantiles, joint_host_quantiles
+from scheduler.errors import InvalidArgumentError
 from scheduler.forecast import ForecastBank
 from scheduler.prediction import predict_hosts
 
@@ -37,6 +38,9 @@ def test_rows_with_their_own_window_lengths_forecast_as_each_alone():
         assert (together[1].values[row] == bank.forecast([row], launch[row],
                                                           3600.0).values[0]).all()
     assert together[0].window_bins == bank.forecast([0], launch[0], 900.0).window_bins
+    for bad in (lengths[:3], -lengths, np.full(8, np.inf)):
+        with pytest.raises(InvalidArgumentError):
+            bank.forecast_windows(np.arange(8), launch, [bad])
 
 
 def _launch(hosts, backlog):
