@@ -273,8 +273,15 @@ class Calibration(CalibratedViews, ShadowOutcomes):
             rows = [2 * track.row, 2 * track.row + 1]
             # never before what the bank already holds (a host's clock may step back)
             start = max(track.next_bin or stop, int(self.bank.next_bin[rows[0]]))
-            queued.append((rows, [(b, *inputs.bin_means(b, self.bank.settings.bin_seconds))
-                                  for b in range(start, stop)]))
+            bins = [(b, *inputs.bin_means(b, self.bank.settings.bin_seconds))
+                    for b in range(start, stop)]
+            if bins and np.isnan(self.bank.last_value[rows]).all():
+                # rows that never held data: the empty bins before their first are one
+                # gap, pushed as the bank pushes a skipped run (it leaves the same state)
+                seen = next((k for k, (_, lam, rho) in enumerate(bins)
+                             if not (math.isnan(lam) and math.isnan(rho))), len(bins) - 1)
+                bins = bins[seen:]
+            queued.append((rows, bins))
             track.next_bin = max(stop, start)
         for k in range(max((len(bins) for _, bins in queued), default=0)):
             rows, bins, values = [], [], []

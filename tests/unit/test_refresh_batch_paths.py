@@ -78,3 +78,19 @@ def test_a_pending_launch_is_not_worked_out_again_before_it_can_have_finished():
         waited = max(waited, len(kept))
     assert waited > 0  # some launches were waited on
     assert all(key in {(launch, dedicated) for launch, dedicated in launches} for key in kept)
+
+
+def test_empty_bins_before_a_rows_first_data_leave_what_one_push_of_the_last_leaves():
+    rng = np.random.default_rng(5)
+    one_by_one, skipped, from_data = ForecastBank(2), ForecastBank(2), ForecastBank(2)
+    for b in range(1000, 1030):
+        one_by_one.push([0, 1], b, [np.nan, np.nan])
+    skipped.push([0, 1], 1029, [np.nan, np.nan])
+    for b in range(1030, 1075):
+        values = rng.uniform(0.0, 0.5, 2) if b % 7 else [np.nan, np.nan]
+        for bank in (one_by_one, skipped, from_data):
+            bank.push([0, 1], b, values)
+    for name in ForecastBank.FIELDS:
+        for other in (skipped, from_data):
+            assert np.array_equal(getattr(one_by_one, name), getattr(other, name),
+                                  equal_nan=True), name
