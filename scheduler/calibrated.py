@@ -18,6 +18,7 @@ import numpy as np
 
 from scheduler.conformal import LEVELS
 from scheduler.errors import InvalidArgumentError
+from scheduler.host_cdf import many_hosts_cdf
 from scheduler.prediction import Prediction
 
 GRID_POINTS = 256
@@ -130,20 +131,51 @@ def joint_host_quantiles(predictions: Sequence[Any], levels: Any = LEVELS) -> li
     """:func:`host_quantiles` of each of ``predictions``, on the one grid a prediction of all
     their hosts together would use (so the hosts may be predicted in groups, each the cheapest
     way, and give what one prediction of them all gives)."""
+    return grouped_host_quantiles([predictions], levels)[0]
+
+
+def grouped_host_quantiles(groups: Sequence[Sequence[Any]], levels: Any = LEVELS
+                           ) -> list[list[np.ndarray]]:
+    """:func:`joint_host_quantiles` of each group of predictions (each group on its own
+    grid), every host CDF evaluated together (:func:`scheduler.host_cdf.many_hosts_cdf`)
+    and every host's quantiles read in one pass: the same figures, to the bit, for one
+    evaluation's calls."""
     nominal = np.asarray(levels, dtype=float)
-    dedicated = [np.asarray(p.dedicated_seconds, dtype=float) for p in predictions]
-    every = np.concatenate(dedicated)
+    grids = [_joint_grid(predictions) for predictions in groups]
+    kept = {g: grid for g, grid in enumerate(grids) if grid is not None}
+    shaped = [(g, p) for g in kept for p in groups[g]]
+    cdfs = many_hosts_cdf([(p._host_servers, kept[g], len(p.hosts)) for g, p in shaped])
+    found: Any = iter([])
+    if shaped:
+        # every grid has as many points: the hosts' rows stacked, each reading its own grid
+        position = {g: k for k, g in enumerate(kept)}
+        sizes = [c.shape[0] for c in cdfs]
+        stacked = _row_quantiles(np.stack(list(kept.values())),
+                                 _monotone_rows(np.clip(np.concatenate(cdfs), 0.0, 1.0)),
+                                 nominal, np.repeat([position[g] for g, _ in shaped], sizes))
+        found = iter(np.split(stacked, np.cumsum(sizes)[:-1]))
+    out = []
+    for predictions, grid in zip(groups, grids):
+        quantiles = []
+        for prediction in predictions:
+            shares = np.asarray(prediction.dedicated_seconds, dtype=float)
+            quantiles.append(np.zeros((shares.size, nominal.size)) if grid is None
+                             else np.where(shares[:, None] > 0, next(found), 0.0))
+        out.append(quantiles)
+    return out
+
+
+def _joint_grid(predictions: Sequence[Any]) -> np.ndarray | None:
+    """The grid (seconds) on which the hosts of ``predictions`` are read as one prediction's
+    (None: no host has a share)."""
+    every = np.concatenate([np.asarray(p.dedicated_seconds, dtype=float) for p in predictions])
     positive = every[every > 0]
     if positive.size == 0:
-        return [np.zeros((d.size, nominal.size)) for d in dedicated]
+        return None
     high = max(float(np.max(means + 12.0 * stds))
                for means, stds in (p.host_moments() for p in predictions)) * 1.5
-    grid = np.geomspace(0.5 * positive.min(), max(high, 4.0 * positive.min()), 4 * GRID_POINTS)
-    out = []
-    for prediction, shares in zip(predictions, dedicated):
-        cdf = _monotone_rows(np.clip(prediction.host_cdf(grid), 0.0, 1.0))
-        out.append(np.where(shares[:, None] > 0, _row_quantiles(grid, cdf, nominal), 0.0))
-    return out
+    return np.geomspace(0.5 * positive.min(), max(high, 4.0 * positive.min()),
+                        4 * GRID_POINTS)
 
 
 def _grid(prediction: Any, factors: np.ndarray) -> np.ndarray:
@@ -154,9 +186,11 @@ def _grid(prediction: Any, factors: np.ndarray) -> np.ndarray:
     return np.geomspace(low, max(high, 4.0 * low), GRID_POINTS)
 
 
-def _row_quantiles(grid: np.ndarray, cdf: np.ndarray, levels: np.ndarray) -> np.ndarray:
-    """(rows, levels) times where each row's non-decreasing CDF on ``grid`` reaches a level."""
-    last = grid.size - 1
+def _row_quantiles(grid: np.ndarray, cdf: np.ndarray, levels: np.ndarray,
+                   row_grid: np.ndarray | None = None) -> np.ndarray:
+    """(rows, levels) times where each row's non-decreasing CDF on ``grid`` reaches a level;
+    with ``row_grid``, ``grid`` is a stack of grids and row k reads ``grid[row_grid[k]]``."""
+    last = grid.shape[-1] - 1
     above = np.stack([(cdf < q).sum(axis=1) for q in levels], axis=1)  # first index >= q
     hi = np.clip(above, 1, last)
     lo = hi - 1
@@ -164,8 +198,13 @@ def _row_quantiles(grid: np.ndarray, cdf: np.ndarray, levels: np.ndarray) -> np.
     f_lo, f_hi = cdf[rows, lo], cdf[rows, hi]
     step = np.where(f_hi > f_lo, (levels[None, :] - f_lo) / np.where(f_hi > f_lo, f_hi - f_lo,
                                                                       1.0), 1.0)
-    x = grid[lo] + np.clip(step, 0.0, 1.0) * (grid[hi] - grid[lo])
-    return np.where(above == 0, grid[0], np.where(above > last, grid[last], x))
+    if row_grid is None:
+        g_lo, g_hi, start, end = grid[lo], grid[hi], grid[0], grid[last]
+    else:
+        own = row_grid[:, None]
+        g_lo, g_hi, start, end = grid[own, lo], grid[own, hi], grid[own, 0], grid[own, last]
+    x = g_lo + np.clip(step, 0.0, 1.0) * (g_hi - g_lo)
+    return np.where(above == 0, start, np.where(above > last, end, x))
 
 
 def _row_interp(grid: np.ndarray, cdf: np.ndarray, x: np.ndarray) -> np.ndarray:

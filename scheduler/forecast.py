@@ -46,7 +46,7 @@ from typing import Any
 import numpy as np
 
 from scheduler.errors import InvalidArgumentError
-from scheduler.ring_means import nanmean, profile
+from scheduler.ring_means import day_mean, profile, window_range
 from scheduler.row_state import RowState, check_hosts
 
 FORECASTERS = ("day_average", "last_hour", "hour_of_day", "hour_of_week", "kalman", "tendency")
@@ -196,14 +196,19 @@ class ForecastBank(RowState):
     def forecast_windows(self, host_indices: Any, launch_seconds: Any,
                          durations_seconds: Any) -> list[WindowForecast]:
         """:meth:`forecast` for each of several window lengths (seconds) from the same
-        launches: the forecasters' paths are worked out once, for the longest window."""
+        launches: the forecasters' paths are worked out once, for the longest window. A
+        length may be an array, one per row (each row gets what a call for it alone gives,
+        but for the order of the sums over bins; ``window_bins`` is the first row's class)."""
         idx = self.rows(host_indices)
         durations = list(durations_seconds)
-        for duration in durations:
-            if not (isinstance(duration, (int, float)) and 0 < duration < math.inf):
+        for k, duration in enumerate(durations):
+            if isinstance(duration, np.ndarray) and duration.size in (1, idx.size) and \
+                    (np.isfinite(duration) & (duration > 0)).all():
+                durations[k] = np.broadcast_to(duration.astype(float), idx.shape)
+            elif not (isinstance(duration, (int, float)) and 0 < duration < math.inf):
                 raise InvalidArgumentError(f"duration_seconds must be positive and finite, got "
                                            f"{duration!r}", field="duration_seconds",
-                                           value=duration)
+                                           value=None)
         launch = np.broadcast_to(np.asarray(launch_seconds, dtype=float), idx.shape)
         if not np.isfinite(launch).all():
             raise InvalidArgumentError("launch_seconds must be finite", field="launch_seconds",
@@ -215,22 +220,54 @@ class ForecastBank(RowState):
         # a shorter window's paths are the first bins of the longest one's
         paths = self._paths(idx, first, max(horizons, default=1))
         return [self._window_forecast(idx, shifted, first, paths, horizon, float(duration))
+                if np.ndim(duration) == 0 else
+                self._rows_window_forecast(idx, shifted, first, paths, duration)
                 for horizon, duration in zip(horizons, durations)]
+
+    def _rows_window_forecast(self, idx: np.ndarray, shifted: np.ndarray, first: np.ndarray,
+                              paths: np.ndarray, durations: np.ndarray) -> WindowForecast:
+        """Each row's own window length, every row at once (the figures of a call for each
+        row alone, but for the order of the sums over bins: the bins past a row's window
+        are summed in with weight 0)."""
+        bs = self.settings.bin_seconds
+        horizon = int(np.max(np.floor((shifted + durations) / bs - first))) + 1
+        edges = first[:, None] + np.arange(horizon + 1)[None, :]
+        start, end = shifted[:, None], (shifted + durations)[:, None]
+        weights = (np.clip(edges[:, 1:] * bs, start, end)
+                   - np.clip(edges[:, :-1] * bs, start, end)) / durations[:, None]
+        paths = paths[:, :, :horizon]
+        # an unknown forecast past a row's window must not reach its sum
+        values = np.einsum("nfl,nl->nf", np.where(weights[:, None, :] > 0, paths, 0.0), weights)
+        lengths, which = np.unique(durations, return_inverse=True)
+        c = np.array([self._window_class(float(length)) for length in lengths])[which.ravel()]
+        return self._chosen(idx, values, c)
 
     def _window_forecast(self, idx: np.ndarray, shifted: np.ndarray, first: np.ndarray,
                          paths: np.ndarray, horizon: int, duration_seconds: float
                          ) -> WindowForecast:
         bs = self.settings.bin_seconds
-        edges = first[:, None] + np.arange(horizon + 1)[None, :]
-        lo = np.clip(edges[:, :-1] * bs, shifted[:, None], (shifted + duration_seconds)[:, None])
-        hi = np.clip(edges[:, 1:] * bs, shifted[:, None], (shifted + duration_seconds)[:, None])
-        weights = (hi - lo) / duration_seconds
+        # every row launched alike (one launch for all): one row's weights serve all
+        own = slice(0, 1) if shifted.size and (shifted == shifted[0]).all() else slice(None)
+        edges = first[own, None] + np.arange(horizon + 1)[None, :]
+        start, end = shifted[own, None], (shifted[own] + duration_seconds)[:, None]
+        lo = np.clip(edges[:, :-1] * bs, start, end)
+        hi = np.clip(edges[:, 1:] * bs, start, end)
+        weights = np.broadcast_to((hi - lo) / duration_seconds, (idx.size, horizon))
         if horizon < paths.shape[2]:
             paths = np.ascontiguousarray(paths[:, :, :horizon])
         values = np.einsum("nfl,nl->nf", paths, weights)
-        length = duration_seconds / bs
-        c = int(np.argmin(np.abs(np.log(np.asarray(WINDOW_CLASSES_BINS)) - math.log(
+        return self._chosen(idx, values, self._window_class(duration_seconds))
+
+    def _window_class(self, duration_seconds: float) -> int:
+        """The length class (index into WINDOW_CLASSES_BINS) nearest a window's length."""
+        length = duration_seconds / self.settings.bin_seconds
+        return int(np.argmin(np.abs(np.log(np.asarray(WINDOW_CLASSES_BINS)) - math.log(
             max(length, 1.0)))))
+
+    def _chosen(self, idx: np.ndarray, values: np.ndarray, c: int | np.ndarray
+                ) -> WindowForecast:
+        """Each row's forecasts of its window clipped to the window means it has shown, and
+        the one of lowest recent error in its length class ``c`` (one, or one per row)."""
         low, high = self.window_low[idx, c], self.window_high[idx, c]
         values = np.clip(values, np.where(np.isfinite(low), low, -np.inf)[:, None],
                          np.where(np.isfinite(high), high, np.inf)[:, None])
@@ -239,10 +276,11 @@ class ForecastBank(RowState):
                            where=weight > 0)
         chosen = _choose(errors)
         rows = np.arange(idx.size)
+        first_class = int(np.ravel(c)[0]) if np.size(c) else 0
         return WindowForecast(value=values[rows, chosen],
-                              forecaster=tuple(np.asarray(FORECASTERS)[chosen].tolist()),
+                              forecaster=tuple(map(FORECASTERS.__getitem__, chosen.tolist())),
                               recent_error=errors[rows, chosen], values=values, errors=errors,
-                              window_bins=WINDOW_CLASSES_BINS[c])
+                              window_bins=WINDOW_CLASSES_BINS[first_class])
 
     def recent_errors(self, host_indices: Any) -> np.ndarray:
         """(hosts, classes, forecasters) recent mean absolute errors (NaN: never scored)."""
@@ -306,13 +344,10 @@ class ForecastBank(RowState):
     def _paths(self, idx: np.ndarray, first: np.ndarray, horizon: int) -> np.ndarray:
         """(hosts, forecasters, horizon) forecasts of bins first .. first + horizon - 1."""
         s = self.settings
-        h, per_day = s.history_bins, s.bins_per_day
+        per_day = s.bins_per_day
         boundary = np.where(self.next_bin[idx] < 0, first, self.next_bin[idx])
         # the rows' bins are read where needed, never the whole ring copied
-        back = np.arange(1, per_day + 1)
-        cells = (boundary % h)[:, None] - back[None, :]
-        cells += np.where(cells < 0, h, 0) + (idx * h)[:, None]
-        day = nanmean(np.take(self.ring, cells), valid=(back < h)[None, :])
+        day = day_mean(self.ring, idx, boundary, per_day)
         day = np.where(np.isfinite(day), day, self.last_value[idx])
         targets = first[:, None] + np.arange(horizon)[None, :]
         span = s.profile_days * per_day
@@ -352,25 +387,8 @@ class ForecastBank(RowState):
         self.scored[idx] += ok.any(axis=2)
 
     def _window_range(self, idx: np.ndarray, pushed: np.ndarray) -> None:
-        """Lowest and highest mean over windows of each length class within the history; a
-        window counts when at least half its bins hold data."""
-        h = self.settings.history_bins
-        back = pushed[:, None] - np.arange(h)[None, :]
-        recent = self.ring[idx[:, None], back % h]
-        seen = np.isfinite(recent)
-        zero = np.zeros((idx.size, 1))
-        total = np.concatenate([zero, np.cumsum(np.where(seen, recent, 0.0), axis=1)], axis=1)
-        count = np.concatenate([zero, np.cumsum(seen, axis=1)], axis=1)
-        for c, length in enumerate(WINDOW_CLASSES_BINS):
-            n = count[:, length:] - count[:, :-length]
-            ok = 2 * n >= length
-            mean = np.divide(total[:, length:] - total[:, :-length], n,
-                             out=np.zeros(n.shape), where=ok)
-            any_ok = ok.any(axis=1)
-            self.window_low[idx, c] = np.where(
-                any_ok, np.min(np.where(ok, mean, np.inf), axis=1), np.nan)
-            self.window_high[idx, c] = np.where(
-                any_ok, np.max(np.where(ok, mean, -np.inf), axis=1), np.nan)
+        self.window_low[idx], self.window_high[idx] = window_range(
+            self.ring, idx, pushed, WINDOW_CLASSES_BINS)
 
     def _store_forecasts(self, idx: np.ndarray, boundary: np.ndarray) -> None:
         lengths = np.asarray(WINDOW_CLASSES_BINS)

@@ -15,10 +15,13 @@ point gives:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 import numpy as np
 
 from scheduler import fits
-from scheduler.model import MixtureServers, Servers
+from scheduler.model import _FIELDS, MixtureServers, Servers
 
 # a survival below this leaves 1 - q sf equal to 1 in double precision
 _ROUNDS_TO_ONE = 1e-17
@@ -33,16 +36,43 @@ def hosts_cdf(servers: Servers | MixtureServers, x: np.ndarray, hosts: int) -> n
     return mixture_cdf(servers, x, hosts)
 
 
+def many_hosts_cdf(problems: Sequence[tuple[Servers | MixtureServers, np.ndarray, int]]
+                   ) -> list[np.ndarray]:
+    """:func:`hosts_cdf` of each (servers, x, hosts), each route's problems evaluated
+    together (:func:`servers_cdfs`, :func:`mixtures_cdf`): the same values, to the bit."""
+    fitted: list[tuple[int, tuple[Servers, np.ndarray, int]]] = []
+    mixed: list[tuple[int, tuple[MixtureServers, np.ndarray, int]]] = []
+    for k, (servers, x, hosts) in enumerate(problems):
+        if isinstance(servers, Servers):
+            fitted.append((k, (servers, x, hosts)))
+        else:
+            mixed.append((k, (servers, x, hosts)))
+    out: list[np.ndarray] = [np.empty(0)] * len(problems)
+    for k, cdf in zip([k for k, _ in fitted], servers_cdfs([p for _, p in fitted])):
+        out[k] = cdf
+    for k, cdf in zip([k for k, _ in mixed], mixtures_cdf([p for _, p in mixed])):
+        out[k] = cdf
+    return out
+
+
 def servers_cdf(servers: Servers, x: np.ndarray, hosts: int) -> np.ndarray:
     """(hosts, len(x)) CDF of each host's completion, ``x`` increasing: the product over its
     core groups of F^mult, F = 1 - q sf(x - t) from t on. The values of exp(summed
     Servers.log_cdf) to rounding, without a log and an exp per point."""
-    mult = servers.mult[0]
-    cdf = _component_cdfs(servers, x, mult)
-    # no share (mult 0): finished from the start
-    cdf[mult == 0] = 1.0
-    groups = cdf.shape[0] // hosts
-    return cdf if groups == 1 else cdf.reshape(hosts, groups, -1).prod(axis=1)
+    return servers_cdfs([(servers, x, hosts)])[0]
+
+
+def servers_cdfs(problems: Sequence[tuple[Servers, np.ndarray, int]]) -> list[np.ndarray]:
+    """:func:`servers_cdf` of each (servers, x, hosts), every problem's points evaluated in
+    one pass (each point's arithmetic is its own): the same values, to the bit."""
+    out = []
+    for (servers, _, hosts), cdf in zip(problems, _component_cdfs(problems)):
+        mult = servers.mult[0]
+        # no share (mult 0): finished from the start
+        cdf[mult == 0] = 1.0
+        groups = cdf.shape[0] // hosts
+        out.append(cdf if groups == 1 else cdf.reshape(hosts, groups, -1).prod(axis=1))
+    return out
 
 
 def mixture_cdf(servers: MixtureServers, x: np.ndarray, hosts: int) -> np.ndarray:
@@ -50,20 +80,49 @@ def mixture_cdf(servers: MixtureServers, x: np.ndarray, hosts: int) -> np.ndarra
     exp of the sum over core groups of mult x the mixture's log F (``MixtureServers.log_cdf``),
     evaluated only on each server's run of points between its earliest completion and the
     point where every atom's survival is below 1e-20."""
-    mult = servers.mult[0]
-    used = mult > 0
-    first = np.where(used, np.searchsorted(x, servers.t[0]), 0)
-    tail = servers.upper_bound(_LOG_ROUNDS_TO_ONE)[0]
-    stop = np.where(used, np.maximum(np.searchsorted(x, tail, side="right"), first), 0)
-    log_cdf = np.where(np.arange(x.size)[None, :] < first[:, None], -np.inf, 0.0)
-    rows, flat, _ = _runs(first, stop, x.size)
-    if rows.size:
-        parts = Servers(**{name: getattr(servers.parts, name)[0][rows]
-                           for name in ("t", "q", "code", "p1", "p2", "mult")})
-        run = MixtureServers(parts, servers.weight[0][rows], mult[rows])
-        log_cdf.ravel()[flat] = mult[rows] * run.log_cdf(x[flat - rows * x.size])
-    groups = log_cdf.shape[0] // hosts
-    return np.exp(log_cdf.reshape(hosts, groups, -1).sum(axis=1))
+    return mixtures_cdf([(servers, x, hosts)])[0]
+
+
+def mixtures_cdf(problems: Sequence[tuple[MixtureServers, np.ndarray, int]]
+                 ) -> list[np.ndarray]:
+    """:func:`mixture_cdf` of each (servers, x, hosts), to the bit: the runs of points of
+    every problem whose mixtures have as many atoms are evaluated in one
+    ``MixtureServers.log_cdf`` (each point's arithmetic is its own, whatever else is
+    evaluated beside it), so many small predictions cost one evaluation's calls."""
+    log_cdfs: list[np.ndarray] = []
+    pending: dict[int, list[tuple[int, MixtureServers, np.ndarray, np.ndarray, np.ndarray]]] = {}
+    for servers, x, _ in problems:
+        mult = servers.mult[0]
+        used = mult > 0
+        first = np.where(used, np.searchsorted(x, servers.t[0]), 0)
+        tail = servers.upper_bound(_LOG_ROUNDS_TO_ONE)[0]
+        stop = np.where(used, np.maximum(np.searchsorted(x, tail, side="right"), first), 0)
+        log_cdf = np.where(np.arange(x.size)[None, :] < first[:, None], -np.inf, 0.0)
+        rows, flat, counts = _runs(first, stop, x.size)
+        log_cdfs.append(log_cdf)
+        if rows.size:
+            pending.setdefault(servers.weight.shape[-1], []).append(
+                (len(log_cdfs) - 1, servers, counts, flat, x[flat - rows * x.size]))
+    for items in pending.values():
+        # each server's atoms repeated over its run of points (block copies, not a gather)
+        counts = np.concatenate([counts for _, _, counts, _, _ in items])
+
+        def repeated(get: Any, counts: np.ndarray = counts, items: list = items) -> np.ndarray:
+            return np.repeat(np.concatenate([get(servers) for _, servers, _, _, _ in items]),
+                             counts, axis=0)
+
+        # log F reads no part's mult
+        parts = Servers(**{name: repeated(lambda s, name=name: getattr(s.parts, name)[0])
+                           for name in _FIELDS if name != "mult"}, mult=np.zeros(1))
+        mult = repeated(lambda s: s.mult[0])
+        run = MixtureServers(parts, repeated(lambda s: s.weight[0]), mult)
+        values = mult * run.log_cdf(np.concatenate([points for *_, points in items]))
+        start = 0
+        for k, _, _, flat, _ in items:
+            log_cdfs[k].ravel()[flat] = values[start:start + flat.size]
+            start += flat.size
+    return [np.exp(log_cdf.reshape(hosts, log_cdf.shape[0] // hosts, -1).sum(axis=1))
+            for log_cdf, (_, _, hosts) in zip(log_cdfs, problems)]
 
 
 def _runs(first: np.ndarray, stop: np.ndarray, size: int
@@ -77,31 +136,53 @@ def _runs(first: np.ndarray, stop: np.ndarray, size: int
     return rows, flat, counts
 
 
-def _component_cdfs(servers: Servers, x: np.ndarray, mult: np.ndarray) -> np.ndarray:
-    """(servers, len(x)) F^mult, F = 1 - q sf(x - t) of each server type, evaluated only
-    where F is neither 0 (before t) nor 1 to double precision (past the point where
-    q sf < 1e-17, 1 - q sf rounds to 1 exactly): a contiguous run of points per server. A
-    host's share finishes when all of its processes do: the power is taken on the run alone
-    (0 and 1 are their own powers)."""
-    t = servers.t[0]
-    first = np.searchsorted(x, t)
-    stop = np.maximum(np.searchsorted(x, servers.upper_bound(_ROUNDS_TO_ONE)[0]), first)
-    cdf = (np.arange(x.size)[None, :] >= stop[:, None]).astype(float)
-    rows, flat, counts = _runs(first, stop, x.size)
+def _component_cdfs(problems: Sequence[tuple[Servers, np.ndarray, int]]) -> list[np.ndarray]:
+    """Per (servers, x, _): (servers, len(x)) F^mult, F = 1 - q sf(x - t) of each server
+    type, evaluated only where F is neither 0 (before t) nor 1 to double precision (past the
+    point where q sf < 1e-17, 1 - q sf rounds to 1 exactly): a contiguous run of points per
+    server, every problem's runs in one pass. A host's share finishes when all of its
+    processes do: the power is taken on the run alone (0 and 1 are their own powers)."""
+    if not problems:
+        return []
+    cdfs, runs = [], []
+    for servers, x, _ in problems:
+        t = servers.t[0]
+        first = np.searchsorted(x, t)
+        stop = np.maximum(np.searchsorted(x, servers.upper_bound(_ROUNDS_TO_ONE)[0]), first)
+        cdfs.append((np.arange(x.size)[None, :] >= stop[:, None]).astype(float))
+        rows, flat, counts = _runs(first, stop, x.size)
+        runs.append((flat, counts, x[flat - rows * x.size] - np.repeat(t, counts)))
+
+    def joined(arrays: list[np.ndarray]) -> np.ndarray:
+        # one problem (a query) is not copied again
+        return arrays[0] if len(arrays) == 1 else np.concatenate(arrays)
+
+    def each(name: str) -> np.ndarray:
+        return joined([np.repeat(getattr(servers, name)[0], counts)
+                       for (servers, _, _), (_, counts, _) in zip(problems, runs)])
+
+    codes = np.concatenate([servers.code[0] for servers, _, _ in problems])
     with np.errstate(divide="ignore", invalid="ignore"):
-        survival = fits.sf(np.repeat(servers.code[0], counts), np.repeat(servers.p1[0], counts),
-                           np.repeat(servers.p2[0], counts),
-                           x[flat - rows * x.size] - np.repeat(t, counts))
-    values = 1.0 - np.repeat(servers.q[0], counts) * survival
-    powers = mult[counts > 0]
+        y = joined([y for _, _, y in runs])
+        if codes.size and (codes == codes[0]).all():
+            # one family (the usual case): told by the servers, not by every point
+            survival = fits.FAMILIES[int(codes[0])].sf(each("p1"), each("p2"), y)
+        else:
+            survival = fits.sf(each("code"), each("p1"), each("p2"), y)
+    values = 1.0 - each("q") * survival
+    powers = joined([servers.mult[0][counts > 0]
+                     for (servers, _, _), (_, counts, _) in zip(problems, runs)])
     if ((powers != 0.0) & (powers != 1.0)).any():
-        each = np.repeat(mult, counts)
+        mult = each("mult")
         for count in np.unique(powers):
             if count not in (0.0, 1.0):
-                chosen = each == count
+                chosen = mult == count
                 values[chosen] = _power(values[chosen], float(count))
-    cdf.ravel()[flat] = values
-    return cdf
+    start = 0
+    for cdf, (flat, _, _) in zip(cdfs, runs):
+        cdf.ravel()[flat] = values[start:start + flat.size]
+        start += flat.size
+    return cdfs
 
 
 def _power(values: np.ndarray, count: float) -> np.ndarray:

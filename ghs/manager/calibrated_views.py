@@ -47,12 +47,15 @@ class CalibratedViews:
 
     def _windows(self, tracks: Sequence[Any], at: Any, durations_seconds: Any
                  ) -> list[tuple[Any, np.ndarray]]:
-        """:meth:`_window` for each of several run lengths (seconds) at once."""
+        """:meth:`_window` for each of several run lengths (seconds) at once: a list of
+        lengths for every host, or an array (hosts, lengths) of each host's own."""
         rows = np.array([[2 * t.row, 2 * t.row + 1] for t in tracks]).reshape(-1)
         launch = np.repeat(np.broadcast_to(np.asarray(at, dtype=float), (len(tracks),)), 2)
+        own = np.asarray(durations_seconds, dtype=float)
+        lengths = [np.repeat(np.maximum(own[:, j], 1.0), 2) for j in range(own.shape[1])] \
+            if own.ndim == 2 else [max(float(d), 1.0) for d in durations_seconds]
         with self.lock:
-            found = self.bank.forecast_windows(rows, launch, [max(float(d), 1.0)
-                                                              for d in durations_seconds])
+            found = self.bank.forecast_windows(rows, launch, lengths)
             choices = self.weights.choose([t.row for t in tracks])
         return [(window, choices) for window in found]
 

@@ -33,13 +33,20 @@ import numpy as np
 from ghs.manager.calibrated_views import CalibratedViews
 from ghs.manager.envelope import envelope_of, running_jobs
 from ghs.manager.realised import Outcomes
-from ghs.manager.shadow_laws import DIST, LEVELS, HostLaws, LaunchPlan, copies_of
+from ghs.manager.shadow_laws import (
+    DIST,
+    LEVELS,
+    HostLaws,
+    LaunchPlan,
+    copies_of,
+    prime_quantiles,
+)
 from ghs.manager.shadow_ledger import ShadowLedger
+from ghs.manager.shadow_outcomes import ShadowOutcomes
 from ghs.manager.shadow_start import ShadowInputs, host_at, starts_of
 from scheduler import Calibrator, ForecastBank, Host
 from scheduler.backlog import Backlog
 from scheduler.backlog_weight import BacklogWeights, WeightSettings
-from scheduler.calibrated import host_quantiles
 from scheduler.host_moments import prime_host_moments
 from scheduler.prediction import predict_hosts
 
@@ -78,6 +85,8 @@ class _Track:
     pending: list[_Shadow] = field(default_factory=list)
     # the last catch-up's records, extended by the next one
     inputs: ShadowInputs | None = None
+    # (launch, dedicated) of pending launches -> a series end before which they cannot end
+    unknown_until: dict[tuple[float, float], float] = field(default_factory=dict)
 
 
 @dataclass
@@ -94,7 +103,7 @@ class _Run:
     plans: list[LaunchPlan | None] = field(default_factory=list)
 
 
-class Calibration(CalibratedViews):
+class Calibration(CalibratedViews, ShadowOutcomes):
     """Forecasts, start batteries and calibrators of every host, kept current from ``store``
     (a :class:`ghs.manager.store.ManagerStore`)."""
 
@@ -162,7 +171,7 @@ class Calibration(CalibratedViews):
                 return 0
             made = 0
             for hour in run.hours:
-                self._push_bins(run.track, run.inputs, hour)
+                self._push_bins([(run.track, run.inputs, hour)])
                 self._settle(host_id, run.track, run.outcomes, hour)
                 made += self._record(host_id, run.track, self._plan(run, hour))
             self._finish(run)
@@ -186,18 +195,22 @@ class Calibration(CalibratedViews):
                 while items and planned < LAUNCHES_PER_BATCH:
                     host_id, cores = items.pop(0)
                     run = self._begin(host_id, cores, max_hours, None)
-                    if run is None:
-                        continue
-                    # the forecasts of each hour see the bins pushed by then, as in advance
-                    for hour in run.hours:
-                        self._push_bins(run.track, run.inputs, hour)
-                        run.plans.append(self._plan(run, hour))
-                    runs.append(run)
-                    planned += len(run.hours)
+                    if run is not None:
+                        runs.append(run)
+                        planned += len(run.hours)
+                # hour by hour across the hosts: the forecasts of each hour see the bins pushed
+                # by then, as in advance (a host's rows are its own), and every host's bins
+                # of an hour go to the bank in one push per bin
+                for i in range(max((len(run.hours) for run in runs), default=0)):
+                    now = [(run, run.hours[i]) for run in runs if i < len(run.hours)]
+                    self._push_bins([(run.track, run.inputs, hour) for run, hour in now])
+                    for (run, _), plan in zip(now, self._plans(now)):
+                        run.plans.append(plan)
                 laws = [p for run in runs for plan in run.plans if plan is not None
                         for p in plan.laws.predictions]
                 for k in range(0, len(laws), PREDICTIONS_PER_BATCH):
                     prime_host_moments(laws[k:k + PREDICTIONS_PER_BATCH])
+                prime_quantiles([plan for run in runs for plan in run.plans if plan is not None])
                 for run in runs:
                     for hour, plan in zip(run.hours, run.plans):
                         self._settle(run.host_id, run.track, run.outcomes, hour)
@@ -232,11 +245,11 @@ class Calibration(CalibratedViews):
         inputs = ShadowInputs.load(self.store, host_id, track.cores,
                                    since_epoch_seconds=since,
                                    rows_since_epoch_seconds=rows_since,
-                                   previous=track.inputs)
+                                   previous=track.inputs, snapshots_since_epoch_seconds=first)
         if track.next_bin is None:
             track.next_bin = int(self.bank.bin_of(since))
         hours = [float(hour) for hour in np.arange(first, stop + 1.0, HOUR_SECONDS)]
-        return _Run(host_id, track, inputs, Outcomes(inputs.capacity), hours,
+        return _Run(host_id, track, inputs, Outcomes(inputs.capacity, track.unknown_until), hours,
                     latest if stop == last_hour else stop)
 
     def _finish(self, run: _Run, flush: bool = True) -> None:
@@ -251,41 +264,68 @@ class Calibration(CalibratedViews):
         if flush:
             self.shadow_ledger.flush()
 
-    def _push_bins(self, track: _Track, inputs: ShadowInputs, until: float) -> None:
-        stop = int(self.bank.bin_of(until))
-        rows = [2 * track.row, 2 * track.row + 1]
-        # never before what the bank already holds (a host's clock may step back)
-        start = max(track.next_bin or stop, int(self.bank.next_bin[rows[0]]))
-        for b in range(start, stop):
-            lam, rho = inputs.bin_means(b, self.bank.settings.bin_seconds)
-            self.bank.push(rows, b, [lam, rho])
-        track.next_bin = max(stop, start)
+    def _push_bins(self, items: Sequence[tuple[_Track, ShadowInputs, float]]) -> None:
+        """Push each (track, inputs, until)'s completed bins before ``until``: the k-th bin
+        of every host in one push (each row as if pushed alone: a host's rows are its own)."""
+        queued = []
+        for track, inputs, until in items:
+            stop = int(self.bank.bin_of(until))
+            rows = [2 * track.row, 2 * track.row + 1]
+            # never before what the bank already holds (a host's clock may step back)
+            start = max(track.next_bin or stop, int(self.bank.next_bin[rows[0]]))
+            bins = [(b, *inputs.bin_means(b, self.bank.settings.bin_seconds))
+                    for b in range(start, stop)]
+            if bins and np.isnan(self.bank.last_value[rows]).all():
+                # rows that never held data: the empty bins before their first are one
+                # gap, pushed as the bank pushes a skipped run (it leaves the same state)
+                seen = next((k for k, (_, lam, rho) in enumerate(bins)
+                             if not (math.isnan(lam) and math.isnan(rho))), len(bins) - 1)
+                bins = bins[seen:]
+            queued.append((rows, bins))
+            track.next_bin = max(stop, start)
+        for k in range(max((len(bins) for _, bins in queued), default=0)):
+            rows, bins, values = [], [], []
+            for host_rows, host_bins in queued:
+                if k < len(host_bins):
+                    b, lam, rho = host_bins[k]
+                    rows += host_rows
+                    bins += [b, b]
+                    values += [lam, rho]
+            self.bank.push(rows, bins, values)
 
     def _plan(self, run: _Run, hour: float) -> LaunchPlan | None:
         """One hour's launch predicted, every task length at once (one prediction of a copy
         of the host per length, each copy's own law being that single-host task's); None
         before any arrival was measured."""
-        snapshot = run.inputs.snapshot_near(hour, self.snapshot_fresh_seconds)
-        at = hour if snapshot is None else float(snapshot["epoch_seconds"])
-        day = host_at(run.host_id, run.inputs, at)
-        if day is None:
-            return None
-        backlog = run.inputs.backlog_at(day, snapshot)
-        works = self.lengths * run.track.cores * day.tau
-        n = len(works)
-        paper = predict_hosts(copies_of([day] * n), works, DIST)
-        paper_means, _ = paper.host_moments()
-        # one window forecast per length serves every view
-        windows = self._windows([run.track], at, paper_means)
-        hosts, starts = [], []
-        for view in self.views:
-            for j in range(n):
-                found, start, _ = self._view_of(*windows[j], [run.track], [day], [backlog],
-                                                view)
-                hosts.append(found[0])
-                starts.append(start[0])
-        laws = HostLaws.predict(hosts, np.tile(works, len(self.views)), starts)
-        return LaunchPlan(at, day, backlog, works, paper_means, host_quantiles(paper), laws)
+        return self._plans([(run, hour)])[0]
+
+    def _plans(self, items: Sequence[tuple[_Run, float]]) -> list[LaunchPlan | None]:
+        """:meth:`_plan` of each (run, hour) of distinct hosts, their window forecasts in one
+        call (each host's as alone, but for the order of the sums over bins)."""
+        plans: list[LaunchPlan | None] = [None] * len(items)
+        ready = []
+        for k, (run, hour) in enumerate(items):
+            snapshot = run.inputs.snapshot_near(hour, self.snapshot_fresh_seconds)
+            at = hour if snapshot is None else float(snapshot["epoch_seconds"])
+            day = host_at(run.host_id, run.inputs, at)
+            if day is not None:
+                works = self.lengths * run.track.cores * day.tau
+                paper = predict_hosts(copies_of([day] * len(works)), works, DIST)
+                ready.append((k, run.track, at, day, run.inputs.backlog_at(day, snapshot),
+                              works, paper, paper.host_moments()[0]))
+        if not ready:
+            return plans
+        tracks, ats, days, backlogs = ([r[c] for r in ready] for c in range(1, 5))
+        # one window forecast per host and length serves every view
+        windows = self._windows(tracks, ats, np.array([r[7] for r in ready]))
+        seen = [self._view_of(*window, tracks, days, backlogs, view)[:2]
+                for view in self.views for window in windows]
+        for h, (k, _, at, day, backlog, works, paper, paper_means) in enumerate(ready):
+            laws = HostLaws.predict([hosts[h] for hosts, _ in seen],
+                                    np.tile(works, len(self.views)),
+                                    [starts[h] for _, starts in seen])
+            plans[k] = LaunchPlan(at, day, backlog, works, paper_means, paper, laws)
+        return plans
 
     def _record(self, host_id: str, track: _Track, plan: LaunchPlan | None) -> int:
         """A planned launch calibrated (each view's calibrators as they stand now), queued
@@ -344,60 +384,6 @@ class Calibration(CalibratedViews):
                 shares.append(work)
         p = predict_hosts(copies_of(hosts), shares, DIST, backlog=starts)
         return p.host_moments()[0].reshape(len(works), -1)
-
-    def _settle(self, host_id: str, track: _Track, outcomes: Outcomes, now: float) -> None:
-        still = []
-        for shadow in track.pending:
-            if shadow.launch >= now:
-                still.append(shadow)
-                continue
-            realised = outcomes.realised_seconds(shadow.launch, shadow.dedicated)
-            if realised is not None and shadow.launch + realised <= now:
-                self._score(track, shadow, realised)
-                if shadow.view == self.views[0]:  # one outcome per launch and length
-                    self.shadow_ledger.outcome(realised, host_id, shadow.launch, shadow.dedicated)
-            elif not shadow.decided and shadow.launch + shadow.reported[-1] <= now and \
-                    outcomes.overran(shadow.launch, shadow.dedicated,
-                                     float(shadow.reported[-1])):
-                # a miss of every level, known before the task ends
-                self.calibrators[shadow.view][shadow.length].record(
-                    [track.row], np.ones((1, 3), bool), (shadow.pooled > 0)[None])
-                shadow.decided = True
-                still.append(shadow)
-            elif outcomes.series.covered_until < shadow.launch + 30 * 86400.0:
-                still.append(shadow)
-        track.pending = still
-
-    def _score(self, track: _Track, shadow: _Shadow, realised: float) -> None:
-        if not shadow.decided:
-            self.calibrators[shadow.view][shadow.length].record(
-                [track.row], (realised > shadow.reported)[None], (realised > shadow.pooled)[None])
-        if shadow.candidates is not None:
-            self.weights.record([track.row], [realised], shadow.candidates[None])
-
-    def absorb_reports(self, since_epoch_seconds: float) -> int:
-        """Feed completion reports of served predictions (``ghs report``, the Dask adapter)
-        to the calibrators: each reported share is one more scored launch of its host, at the
-        task length nearest its predicted mean, against the quantiles it was served. Each is
-        taken once. Returns how many were taken."""
-        taken = 0
-        with self.lock:
-            for outcome in self.store.reported_outcomes(since_epoch_seconds):
-                key = (outcome.prediction_id, outcome.host)
-                track = self.tracks.get(outcome.host)
-                if key in self._absorbed or track is None or not outcome.realised_seconds > 0:
-                    continue
-                self._absorbed.add(key)
-                served = np.array([outcome.p50_seconds, outcome.p90_seconds,
-                                   outcome.p95_seconds])
-                j = int(np.argmin(np.abs(np.log(self.lengths) - math.log(
-                    max(outcome.predicted_mean_seconds, 1.0)))))
-                missed = (outcome.realised_seconds > served)[None]
-                # the report does not say which start served it: it moves every view's
-                for kept in self.calibrators.values():
-                    kept[j].record([track.row], missed, missed)
-                taken += 1
-        return taken
 
     # -- the ledger --------------------------------------------------------------------------
 

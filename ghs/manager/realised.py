@@ -63,18 +63,28 @@ def realised_seconds(series: CapacitySeries, launch_epoch: float,
                      dedicated_seconds: float) -> float | None:
     """Seconds from ``launch_epoch`` until a task of ``dedicated_seconds`` per core finishes
     on every core; None while the series does not reach that far or is broken on the way."""
+    return _realised(series, launch_epoch, dedicated_seconds)[0]
+
+
+def _realised(series: CapacitySeries, launch_epoch: float, dedicated_seconds: float
+              ) -> tuple[float | None, float]:
+    """:func:`realised_seconds` and, when the task was still running unbroken at the end of
+    the series, the CPU seconds it still lacked on its furthest-behind core (else 0)."""
     # the intervals ending after the launch: a suffix of the series (stored in time order)
     first = int(np.searchsorted(series.end, launch_epoch, side="right"))
     if first == series.end.size:
-        return None
+        return None, 0.0
     start, end, free = series.start[first:], series.end[first:], series.free[first:]
     if start[0] > launch_epoch + GAP_TOLERANCE_SECONDS or (
             start[1:] - end[:-1] > GAP_TOLERANCE_SECONDS).any():
         breaks = np.nonzero(start[1:] - end[:-1] > GAP_TOLERANCE_SECONDS)[0]
         if start[0] > launch_epoch + GAP_TOLERANCE_SECONDS:
-            return None
+            return None, 0.0
         stop = int(breaks[0]) + 1
         start, end, free = start[:stop], end[:stop], free[:stop]
+        unbroken = False
+    else:
+        unbroken = True
     span = end - start
     # the part of the first interval before the launch is not available to the task
     share = np.clip((end - np.maximum(start, launch_epoch)) / np.where(span > 0, span, 1.0),
@@ -83,7 +93,7 @@ def realised_seconds(series: CapacitySeries, launch_epoch: float,
     total = np.cumsum(got, axis=0)
     done = total >= dedicated_seconds
     if not done.any(axis=0).all():
-        return None
+        return None, float(np.max(dedicated_seconds - total[-1])) if unbroken else 0.0
     index = np.argmax(done, axis=0)
     cores = np.arange(free.shape[1])
     before = np.where(index > 0, total[index - 1, cores], 0.0)
@@ -91,7 +101,7 @@ def realised_seconds(series: CapacitySeries, launch_epoch: float,
                                           1e-9)
     finish = np.maximum(start[index], launch_epoch) + (dedicated_seconds - before) / np.maximum(
         rate, 1e-12)
-    return float(finish.max() - launch_epoch)
+    return float(finish.max() - launch_epoch), 0.0
 
 
 def overran(series: CapacitySeries, launch_epoch: float, dedicated_seconds: float,
@@ -111,23 +121,38 @@ def _broken(series: CapacitySeries, launch_epoch: float, horizon: float) -> bool
 
 class Outcomes:
     """:func:`realised_seconds` and :func:`overran` on one fixed ``series``, each launch and
-    length worked out once (a pending launch is asked again every hour of a catch-up)."""
+    length worked out once (a pending launch is asked again every hour of a catch-up).
 
-    def __init__(self, series: CapacitySeries) -> None:
+    ``unknown_until`` (kept by the caller from one series to its extension): per launch and
+    length, a series end before which the task cannot have finished, learnt when it was
+    still running at the end of an earlier series. A pending launch is then not worked out
+    again each hour while the series has not reached that far."""
+
+    def __init__(self, series: CapacitySeries,
+                 unknown_until: dict[tuple[float, float], float] | None = None) -> None:
         self.series = series
         self._known: dict[tuple[float, float], float | None] = {}
         # no interval frees more CPU than its length: a task cannot have finished before
         # launch + dedicated, and one the series does not reach that far is not worked out
         self._bounded = bool((series.free <= (series.end - series.start)[:, None]).all())
+        self.unknown_until = {} if unknown_until is None else unknown_until
 
     def realised_seconds(self, launch_epoch: float, dedicated_seconds: float) -> float | None:
         key = (launch_epoch, dedicated_seconds)
         if key not in self._known:
-            if self._bounded and self.series.covered_until < launch_epoch + dedicated_seconds:
+            covered = self.series.covered_until
+            if self._bounded and (covered < launch_epoch + dedicated_seconds
+                                  or covered < self.unknown_until.get(key, -np.inf)):
                 self._known[key] = None
             else:
-                self._known[key] = realised_seconds(self.series, launch_epoch,
-                                                    dedicated_seconds)
+                self._known[key], lacking = _realised(self.series, launch_epoch,
+                                                      dedicated_seconds)
+                if lacking > 0:
+                    # each core gains at most a second of CPU a second: a second short
+                    # of that, so rounding in the sums never skips the finish
+                    self.unknown_until[key] = covered + lacking - 1.0
+                else:
+                    self.unknown_until.pop(key, None)
         return self._known[key]
 
     def overran(self, launch_epoch: float, dedicated_seconds: float,

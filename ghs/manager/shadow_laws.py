@@ -10,13 +10,13 @@ their launches in a few batches (:meth:`ghs.manager.calibration.Calibration.adva
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from scheduler import Host
 from scheduler.backlog import Backlog
-from scheduler.calibrated import joint_host_quantiles
+from scheduler.calibrated import grouped_host_quantiles, joint_host_quantiles
 from scheduler.prediction import Prediction, predict_hosts
 
 DIST = "lognormal"
@@ -30,6 +30,8 @@ class HostLaws:
 
     groups: tuple[np.ndarray, ...]
     predictions: tuple[Prediction, ...]
+    # each prediction's (tasks, levels) quantiles once worked out (:func:`prime_quantiles`)
+    _quantiles: list[np.ndarray] = field(default_factory=list, repr=False)
 
     @classmethod
     def predict(cls, hosts: Sequence[Host], shares: np.ndarray, starts: Sequence[Backlog]
@@ -58,24 +60,44 @@ class HostLaws:
         means = np.empty(size)
         quantiles = np.empty((size, len(LEVELS)))
         for rows, prediction, q in zip(self.groups, self.predictions,
-                                       joint_host_quantiles(self.predictions)):
+                                       self._quantiles or joint_host_quantiles(
+                                           self.predictions)):
             means[rows], quantiles[rows] = prediction.host_moments()[0], q
         return means, quantiles
+
+
+def prime_quantiles(plans: Sequence[LaunchPlan]) -> None:
+    """Work out the quantiles of every launch's laws and paper model together (each host CDF
+    route's problems in one evaluation, each launch on its own grids: the same figures), for
+    :meth:`HostLaws.means_and_quantiles` and :attr:`LaunchPlan.paper_quantiles` to return.
+    The laws' host moments should be primed."""
+    found = grouped_host_quantiles([plan.laws.predictions for plan in plans]
+                                   + [[plan.paper] for plan in plans])
+    for plan, laws, paper in zip(plans, found, found[len(plans):]):
+        plan.laws._quantiles[:] = laws
+        plan._paper_quantiles[:] = paper
 
 
 @dataclass(frozen=True, eq=False)
 class LaunchPlan:
     """One hour's shadow launch of a host: launched ``at`` (epoch seconds) on the 24-hour
     host ``day`` holding ``backlog``, tasks of ``works`` (reference-CPU-seconds); the paper
-    model's means and quantiles, and the views' laws (views x lengths rows, view-major)."""
+    model's prediction and means, and the views' laws (views x lengths rows, view-major)."""
 
     at: float
     day: Host
     backlog: Backlog
     works: np.ndarray
     paper_means: np.ndarray
-    paper_quantiles: np.ndarray
+    paper: Prediction
     laws: HostLaws
+    _paper_quantiles: list[np.ndarray] = field(default_factory=list, repr=False)
+
+    @property
+    def paper_quantiles(self) -> np.ndarray:
+        """(lengths, levels) quantiles of the paper model, seconds."""
+        return self._paper_quantiles[0] if self._paper_quantiles \
+            else joint_host_quantiles([self.paper])[0]
 
 
 def copies_of(hosts: Sequence[Host]) -> list[Host]:

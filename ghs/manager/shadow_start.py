@@ -49,9 +49,13 @@ class ShadowInputs:
     @classmethod
     def load(cls, store: Any, host_id: str, cores: int, *, since_epoch_seconds: float,
              rows_since_epoch_seconds: float | None = None,
-             previous: ShadowInputs | None = None) -> ShadowInputs:
+             previous: ShadowInputs | None = None,
+             snapshots_since_epoch_seconds: float | None = None) -> ShadowInputs:
         """The records from ``since`` on; ``rows_since`` (later, optional): the measurements
-        only from then on (a catch-up that needs fewer of them reads and converts fewer).
+        only from then on (a catch-up that needs fewer of them reads and converts fewer);
+        ``snapshots_since`` (optional): the running snapshots only from then on (those the
+        launches look at: a host's every snapshot decoded again each hour costs more than
+        the launch).
         ``previous``: this host's inputs of an earlier catch-up; only what was stored since
         is read (its measurements converted once), unless the store holds rows it did not
         see (a measurement stored late), when everything is read again."""
@@ -78,7 +82,9 @@ class ShadowInputs:
             capacity = CapacitySeries.from_rows(store.streams.capacity(
                 host_id, since_epoch_seconds=since_epoch_seconds), cores)
         facts = store.host(host_id)
-        taus = [span[4] for span in spans if span[4]]
+        # the speed stated last (the newest row that states one)
+        stated = next((span[4] for span in reversed(spans) if span[4]), None)
+        taus = [] if stated is None else [stated]
         if not taus and rows_since_epoch_seconds is not None:
             # the speed stated last since ``since``, as a load of every row would find
             taus = [row[0] for row in store.db.execute(
@@ -88,7 +94,9 @@ class ShadowInputs:
         tau = taus[-1] if taus else (facts.tau if facts is not None and facts.tau else 1.0)
         first = store.db.execute("SELECT MIN(start_epoch_seconds) FROM measurements WHERE "
                                  "host_id = ?", [host_id]).fetchone()[0]
-        snapshots = sorted(store.streams.running(host_id), key=lambda s: s["epoch_seconds"])
+        snapshots = sorted(store.streams.running(
+            host_id, since_epoch_seconds=snapshots_since_epoch_seconds),
+            key=lambda s: s["epoch_seconds"])
         return cls(cores, float(tau), rows, np.array([span[1] for span in spans], dtype=float),
                    capacity, snapshots,
                    np.array([s["epoch_seconds"] for s in snapshots], dtype=float),

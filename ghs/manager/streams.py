@@ -22,6 +22,7 @@ then acknowledged.
 from __future__ import annotations
 
 import json
+import math
 import struct
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -316,15 +317,18 @@ class StreamTables:
         snapshots = self.running(host_id, limit=1)
         return snapshots[0] if snapshots else None
 
-    def running(self, host_id: str, limit: int | None = None) -> list[dict[str, Any]]:
-        """Stored snapshots, newest first."""
+    def running(self, host_id: str, limit: int | None = None,
+                since_epoch_seconds: float | None = None) -> list[dict[str, Any]]:
+        """Stored snapshots (taken at or after ``since_epoch_seconds`` if given), newest
+        first."""
         key = self._key(host_id)
         if key is None:
             return []
+        since = -1 if since_epoch_seconds is None else math.ceil(since_epoch_seconds * 1000.0)
         rows = self.db.execute(
             "SELECT epoch_ms, run_queue_length, jobs_omitted, jobs FROM running WHERE "
-            "host_key = ? ORDER BY epoch_ms DESC LIMIT ?", [key, -1 if limit is None else limit]
-        ).fetchall()
+            "host_key = ? AND epoch_ms >= ? ORDER BY epoch_ms DESC LIMIT ?",
+            [key, since, -1 if limit is None else limit]).fetchall()
         return [{"epoch_seconds": epoch / 1000.0, "run_queue_length": queue,
                  "jobs_omitted": omitted, "jobs": json.loads(jobs)}
                 for epoch, queue, omitted, jobs in rows]

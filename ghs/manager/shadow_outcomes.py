@@ -1,0 +1,90 @@
+"""The outcome side of :class:`ghs.manager.calibration.Calibration`: pending shadow launches
+scored once the capacity series shows how long they took (or that they overran their p95),
+and completion reports of served predictions absorbed, each moving its host's calibrators."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from ghs.manager.realised import Outcomes
+
+
+class ShadowOutcomes:
+    """Scoring on a calibration's state: ``views``, ``calibrators`` (view -> one per task
+    length), ``weights`` (start choices), ``shadow_ledger``, ``tracks`` (host id -> track
+    with ``row`` and ``pending`` launches), ``lengths`` (seconds), ``store`` and ``lock``."""
+
+    views: tuple[str, ...]
+    calibrators: dict[str, list[Any]]
+    weights: Any
+    shadow_ledger: Any
+    tracks: dict[str, Any]
+    lengths: np.ndarray
+    store: Any
+    lock: Any
+    _absorbed: set[tuple[int, str]]
+
+    def _settle(self, host_id: str, track: Any, outcomes: Outcomes, now: float) -> None:
+        still = []
+        # read once: a host has dozens of launches pending, asked about every hour
+        covered, first_view = outcomes.series.covered_until, self.views[0]
+        known = outcomes.realised_seconds
+        for shadow in track.pending:
+            if shadow.launch >= now:
+                still.append(shadow)
+                continue
+            realised = known(shadow.launch, shadow.dedicated)
+            if realised is not None and shadow.launch + realised <= now:
+                self._score(track, shadow, realised)
+                if shadow.view == first_view:  # one outcome per launch and length
+                    self.shadow_ledger.outcome(realised, host_id, shadow.launch, shadow.dedicated)
+            elif not shadow.decided and shadow.launch + shadow.reported[-1] <= now and \
+                    outcomes.overran(shadow.launch, shadow.dedicated,
+                                     float(shadow.reported[-1])):
+                # a miss of every level, known before the task ends
+                self.calibrators[shadow.view][shadow.length].record(
+                    [track.row], np.ones((1, 3), bool), (shadow.pooled > 0)[None])
+                shadow.decided = True
+                still.append(shadow)
+            elif covered < shadow.launch + 30 * 86400.0:
+                still.append(shadow)
+        track.pending = still
+        waiting = track.unknown_until
+        if len(waiting) > len(still):
+            keep = {(shadow.launch, shadow.dedicated) for shadow in still}
+            for key in [key for key in waiting if key not in keep]:
+                del waiting[key]
+
+    def _score(self, track: Any, shadow: Any, realised: float) -> None:
+        if not shadow.decided:
+            self.calibrators[shadow.view][shadow.length].record(
+                [track.row], (realised > shadow.reported)[None], (realised > shadow.pooled)[None])
+        if shadow.candidates is not None:
+            self.weights.record([track.row], [realised], shadow.candidates[None])
+
+    def absorb_reports(self, since_epoch_seconds: float) -> int:
+        """Feed completion reports of served predictions (``ghs report``, the Dask adapter)
+        to the calibrators: each reported share is one more scored launch of its host, at the
+        task length nearest its predicted mean, against the quantiles it was served. Each is
+        taken once. Returns how many were taken."""
+        taken = 0
+        with self.lock:
+            for outcome in self.store.reported_outcomes(since_epoch_seconds):
+                key = (outcome.prediction_id, outcome.host)
+                track = self.tracks.get(outcome.host)
+                if key in self._absorbed or track is None or not outcome.realised_seconds > 0:
+                    continue
+                self._absorbed.add(key)
+                served = np.array([outcome.p50_seconds, outcome.p90_seconds,
+                                   outcome.p95_seconds])
+                j = int(np.argmin(np.abs(np.log(self.lengths) - math.log(
+                    max(outcome.predicted_mean_seconds, 1.0)))))
+                missed = (outcome.realised_seconds > served)[None]
+                # the report does not say which start served it: it moves every view's
+                for kept in self.calibrators.values():
+                    kept[j].record([track.row], missed, missed)
+                taken += 1
+        return taken
