@@ -46,7 +46,7 @@ from typing import Any
 import numpy as np
 
 from scheduler.errors import InvalidArgumentError
-from scheduler.ring_means import day_mean, profile, window_range
+from scheduler.ring_means import day_mean, profile, profile_tables, window_range
 from scheduler.row_state import RowState, check_hosts
 
 FORECASTERS = ("day_average", "last_hour", "hour_of_day", "hour_of_week", "kalman", "tendency")
@@ -59,6 +59,9 @@ _STATE_FIELDS = ("next_bin", "ring", "last_value", "max_value", "level", "level_
                  "diff_sq", "diff_lag", "last_diff", "diff_count", "step_up", "step_down",
                  "direction", "pending", "error_sum", "error_weight", "scored", "window_low",
                  "window_high")
+# what the day-average and profile forecasters read, as of each row's next bin: derived from
+# the ring when it changes (not saved; rebuilt by from_state)
+_PROFILE_FIELDS = ("day_now", "hour_of_day_now", "hour_of_week_now")
 
 
 @dataclass(frozen=True)
@@ -126,7 +129,7 @@ class ForecastBank(RowState):
     """Forecaster state for ``hosts`` rows; all state is numpy arrays (see :meth:`to_state`)."""
 
     FIELDS = _STATE_FIELDS
-    ROW_FIELDS = _STATE_FIELDS
+    ROW_FIELDS = _STATE_FIELDS + _PROFILE_FIELDS
     SETTINGS = ForecastSettings
 
     def __init__(self, hosts: int, settings: ForecastSettings | None = None) -> None:
@@ -149,6 +152,19 @@ class ForecastBank(RowState):
         # per length class, the lowest and highest window mean in the history (NaN: none)
         self.window_low = np.full((n, classes), np.nan)
         self.window_high = np.full((n, classes), np.nan)
+        per_day = self.settings.bins_per_day
+        self.day_now = nan.copy()
+        self.hour_of_day_now = np.full((n, per_day), np.nan)
+        self.hour_of_week_now = np.full((n, 7 * per_day), np.nan)
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> ForecastBank:
+        """Rebuild from :meth:`to_state`'s dict (arrays or nested lists)."""
+        made = super().from_state(state)
+        pushed = np.flatnonzero(made.next_bin >= 0)
+        if pushed.size:
+            made._refresh_profiles(pushed)
+        return made
 
     def bin_of(self, epoch_seconds: Any) -> np.ndarray:
         """The bin index holding each time (epoch seconds)."""
@@ -181,6 +197,7 @@ class ForecastBank(RowState):
         self.next_bin[idx] = bins + 1
         self.max_value[idx] = np.fmax(self.max_value[idx], y)
         self._window_range(idx, bins)
+        self._refresh_profiles(idx)
         self._score(idx, bins)
         self._store_forecasts(idx, bins + 1)
 
@@ -345,15 +362,23 @@ class ForecastBank(RowState):
         """(hosts, forecasters, horizon) forecasts of bins first .. first + horizon - 1."""
         s = self.settings
         per_day = s.bins_per_day
-        boundary = np.where(self.next_bin[idx] < 0, first, self.next_bin[idx])
-        # the rows' bins are read where needed, never the whole ring copied
-        day = day_mean(self.ring, idx, boundary, per_day)
-        day = np.where(np.isfinite(day), day, self.last_value[idx])
+        pushed = self.next_bin[idx] >= 0
+        boundary = np.where(pushed, self.next_bin[idx], first)
         targets = first[:, None] + np.arange(horizon)[None, :]
-        span = s.profile_days * per_day
-        hod = profile(self.ring, idx, targets, boundary, per_day, span)
+        if (pushed & (first >= boundary)).all():
+            # the tables kept since each row's last bin give every target at or past it
+            day = self.day_now[idx]
+            hod = np.take_along_axis(self.hour_of_day_now[idx], targets % per_day, axis=1)
+            how = np.take_along_axis(self.hour_of_week_now[idx], targets % (7 * per_day),
+                                     axis=1)
+        else:
+            # the rows' bins are read where needed, never the whole ring copied
+            span = s.profile_days * per_day
+            day = day_mean(self.ring, idx, boundary, per_day)
+            hod = profile(self.ring, idx, targets, boundary, per_day, span)
+            how = profile(self.ring, idx, targets, boundary, 7 * per_day, span)
+        day = np.where(np.isfinite(day), day, self.last_value[idx])
         hod = np.where(np.isfinite(hod), hod, day[:, None])
-        how = profile(self.ring, idx, targets, boundary, 7 * per_day, span)
         how = np.where(np.isfinite(how), how, hod)
         step = np.where(self.direction[idx] > 0, self.step_up[idx],
                         np.where(self.direction[idx] < 0, -self.step_down[idx], 0.0))
@@ -363,6 +388,12 @@ class ForecastBank(RowState):
         out[:, [_DAY_AVG, _LAST, _KALMAN, _TENDENCY], :] = flat[:, :, None]
         out[:, _HOD, :], out[:, _HOW, :] = hod, how
         return out
+
+    def _refresh_profiles(self, idx: np.ndarray) -> None:
+        per_day = self.settings.bins_per_day
+        self.day_now[idx], self.hour_of_day_now[idx], self.hour_of_week_now[idx] = \
+            profile_tables(self.ring, idx, self.next_bin[idx], per_day,
+                           self.settings.profile_days * per_day)
 
     def _score(self, idx: np.ndarray, pushed: np.ndarray) -> None:
         h = self.settings.history_bins

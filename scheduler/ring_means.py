@@ -71,6 +71,28 @@ def _cells(targets: np.ndarray, back: np.ndarray, h: int, idx: np.ndarray) -> np
     return cells + (idx * h)[:, None, None]
 
 
+def profile_tables(ring: np.ndarray, idx: np.ndarray, boundary: np.ndarray, per_day: int,
+                   span: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """What the day-average and profile forecasters read for any bin from each row's
+    ``boundary`` on: the day mean (rows,), and the hour-of-day (rows, per_day) and
+    hour-of-week (rows, 7 per_day) means, column ``bin % period``.
+
+    A profile of a target at or past the boundary averages the bins of its phase within
+    ``span`` bins before the boundary, the same bins whatever its distance: one period of
+    targets gives every value, each summed as :func:`profile` sums it (newest first).
+    Worked out when a row's bins change, so a query reads them instead of the ring.
+    """
+    day = day_mean(ring, idx, boundary, per_day)
+    tables = []
+    for period in (per_day, 7 * per_day):
+        targets = boundary[:, None] + np.arange(period)[None, :]
+        values = profile(ring, idx, targets, boundary, period, span)
+        table = np.empty_like(values)
+        np.put_along_axis(table, targets % period, values, axis=1)
+        tables.append(table)
+    return day, tables[0], tables[1]
+
+
 def window_range(ring: np.ndarray, idx: np.ndarray, pushed: np.ndarray,
                  lengths: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
     """(rows, classes) lowest and highest mean over windows of each of ``lengths`` bins

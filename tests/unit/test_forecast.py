@@ -166,6 +166,39 @@ def test_state_round_trip_gives_the_same_forecasts():
     assert bank.hosts == 5 and np.isnan(bank.forecast([4], launch, HOUR).value[0])
 
 
+def test_kept_profiles_are_what_the_ring_gives_for_any_launch_ahead():
+    """The day and profile means kept since a row's last bin are the ring's own means for
+    targets any distance past it, summed alike (equal to the bit), and a state copy
+    rebuilds them."""
+    from scheduler.ring_means import day_mean, profile
+
+    rng = np.random.default_rng(8)
+    bank = ForecastBank(4)
+    last = np.full(4, FIRST_BIN)
+    for k in range(10 * 24):
+        rows = np.flatnonzero(rng.random(4) < 0.9)
+        values = rng.uniform(0, 1, rows.size)
+        values[rng.random(rows.size) < 0.1] = np.nan
+        bank.push(rows, FIRST_BIN + k, values)
+        last[rows] = FIRST_BIN + k
+    copy = ForecastBank.from_state(bank.to_state())
+    idx, boundary = np.arange(4), bank.next_bin
+    per_day, span = 24, bank.settings.profile_days * 24
+    for ahead in (0, 5, 23, 24, 31, 170, 400):
+        first = boundary + ahead
+        targets = first[:, None] + np.arange(9)[None, :]
+        kept = copy._paths(idx, first, 9)
+        np.testing.assert_array_equal(kept[:, 0, 0], np.where(
+            np.isfinite(day := day_mean(bank.ring, idx, boundary, per_day)), day,
+            bank.last_value))
+        hod = profile(bank.ring, idx, targets, boundary, per_day, span)
+        hod = np.where(np.isfinite(hod), hod, kept[:, 0, :])
+        np.testing.assert_array_equal(kept[:, FORECASTERS.index("hour_of_day")], hod)
+        how = profile(bank.ring, idx, targets, boundary, 7 * per_day, span)
+        np.testing.assert_array_equal(kept[:, FORECASTERS.index("hour_of_week")],
+                                      np.where(np.isfinite(how), how, hod))
+
+
 def test_forecast_parameters_recover_generated_demand_and_follow_the_cycle():
     rng = np.random.default_rng(6)
     minute = 60.0
