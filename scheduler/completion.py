@@ -295,20 +295,33 @@ def quantiles(servers: AnyServers, probs: np.ndarray, mean: np.ndarray, std: np.
     x0 = start_point(servers)
     target = np.log(-np.log(probs))[None, :] * np.ones((n_problems, 1))
     lo = np.repeat(x0[:, None], len(probs), axis=1)
-    r_lo = _residual(servers, lo, target)
     hi = np.repeat(np.maximum(mean + 3 * std, x0 * (1 + 1e-9) + 1e-9)[:, None], len(probs),
                    axis=1)
-    if samples is not None:
+    if samples is None:
+        r_lo, r_hi = _residual(servers, lo, target), _residual(servers, hi, target)
+    else:
+        # the residual at every sample is already known (the same arithmetic as
+        # _residual's): the brackets cost no evaluation unless no sample reaches p
         points, values = samples
         with np.errstate(divide="ignore"):
             gap = target[:, :, None] - np.log(-values[:, None, :])  # (B, P, K)
-        low_side = np.where(gap < 0, points[:, None, :], -np.inf).max(axis=2)
-        high_side = np.where(gap >= 0, points[:, None, :], np.inf).min(axis=2)
+        below, above = gap < 0, gap >= 0
+        low_at = np.argmax(np.where(below, points[:, None, :], -np.inf), axis=2)
+        high_at = np.argmin(np.where(above, points[:, None, :], np.inf), axis=2)
+        rows = np.arange(n_problems)[:, None]
+        low_side = np.where(below.any(axis=2), points[rows, low_at], -np.inf)
+        high_side = np.where(above.any(axis=2), points[rows, high_at], np.inf)
         better_lo = low_side > lo
+        # x0 itself is a sample (F(x0) >= p there when no sample is below p)
+        at_start = np.argmin(points, axis=1)[:, None]
+        r_lo = np.where(better_lo, gap[rows, np.arange(len(probs))[None, :], low_at],
+                        gap[rows, np.arange(len(probs))[None, :], at_start])
         lo = np.where(better_lo, low_side, lo)
-        r_lo = np.where(better_lo, _residual(servers, lo, target), r_lo)
-        hi = np.where(np.isfinite(high_side) & (high_side > lo), high_side, hi)
-    r_hi = _residual(servers, hi, target)
+        given = np.isfinite(high_side) & (high_side > lo)
+        hi = np.where(given, high_side, hi)
+        r_hi = gap[rows, np.arange(len(probs))[None, :], high_at]
+        if not given.all():
+            r_hi = np.where(given, r_hi, _residual(servers, hi, target))
     for _ in range(200):
         short = r_hi < 0
         if not short.any():

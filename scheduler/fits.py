@@ -196,8 +196,11 @@ def _per_family(method: Callable[[Family], Callable[..., np.ndarray]], code: np.
     """Apply each element's family ``method`` to the broadcast ``arrays``."""
     code = np.asarray(code)
     if code.size and (code == code.flat[0]).all():
-        shape = np.broadcast_shapes(code.shape, *(np.shape(a) for a in arrays))
         result = np.asarray(method(FAMILIES[int(code.flat[0])])(*arrays))
+        if result.shape == code.shape:
+            return result
+        # the family's arithmetic broadcasts the arrays; the codes may widen that
+        shape = np.broadcast_shapes(code.shape, result.shape)
         return result if result.shape == shape else np.broadcast_to(result, shape)
     code, *columns = np.broadcast_arrays(code, *(np.asarray(a, dtype=float) for a in arrays))
     out = np.empty(code.shape)
