@@ -321,8 +321,19 @@ def test_ghs_worker_runs_idle_marked_and_labelled(dask_cluster, tmp_path):
         [sys.executable, "-m", "ghs", "worker", cluster.scheduler_address, "--host", "ws9",
          "--name", "ghs-worker-test", "--", "--no-dashboard"],
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    starved = False
     try:
-        hosts = wait_for(lambda: map_workers(client).get("ws9"), 90, "the ghs worker to join")
+        try:
+            hosts = wait_for(lambda: map_workers(client).get("ws9"), 90,
+                             "the ghs worker to join")
+        except AssertionError:
+            # a SCHED_IDLE process gets no CPU while every core is busy: that is the point
+            # of it, and it leaves nothing to check here
+            starved = os.getloadavg()[0] >= (os.cpu_count() or 1)
+            if starved:
+                pytest.skip(f"every core busy (load {os.getloadavg()[0]:.1f}): the idle "
+                            "worker cannot start")
+            raise
         probe = client.run(worker_probe, marker, workers=list(hosts.addresses))
         (value, policy, nice), = probe.values()
         assert value == "1"
@@ -331,7 +342,14 @@ def test_ghs_worker_runs_idle_marked_and_labelled(dask_cluster, tmp_path):
         assert client.submit(abs, -3, workers=list(hosts.addresses), pure=False).result() == 3
     finally:
         process.send_signal(signal.SIGTERM)
-        process.wait(60)
+        try:
+            process.wait(60)
+        except subprocess.TimeoutExpired:
+            # starved like the start (every core busy): SIGKILL needs no CPU of its own
+            process.kill()
+            process.wait(30)
+            if not starved:
+                raise
     wait_for(lambda: "ws9" not in map_workers(client), 60, "the ghs worker to leave")
 
 
