@@ -156,6 +156,22 @@ class Calibrator(RowState):
             self.pool_theta += step * (rate - target)
             self.pool_batches += 1
 
+    def record_each(self, host_indices: Any, missed: Any, pool_missed: Any) -> None:
+        """Move the corrections by known outcomes one launch at a time, in order: the state
+        :meth:`record` leaves when called once per launch (the pool moved once per launch),
+        worked out as one scan. ``missed`` and ``pool_missed``: (launches, levels) booleans,
+        every entry known."""
+        idx = self.rows(host_indices)
+        shape = (idx.size, self.levels.size)
+        try:
+            miss = np.broadcast_to(np.asarray(missed, dtype=bool), shape)
+            pool_miss = np.broadcast_to(np.asarray(pool_missed, dtype=bool), shape)
+        except ValueError:
+            raise InvalidArgumentError(f"outcomes must have shape {shape}", field="missed",
+                                       value=None) from None
+        if idx.size:
+            self._scan(idx, miss, pool_miss)
+
     def coverage(self, host_indices: Any) -> np.ndarray:
         """(hosts, levels) fraction of scored launches within the reported quantile (NaN:
         none scored)."""
@@ -164,6 +180,28 @@ class Calibrator(RowState):
         return np.divide(self.covered[idx], n, out=np.full(n.shape, np.nan), where=n > 0)
 
     # -- private ------------------------------------------------------------------------------
+
+    def _scan(self, idx: np.ndarray, miss: np.ndarray, pool_miss: np.ndarray) -> None:
+        """:meth:`record_each`'s updates. A one-launch batch moves the pool by
+        step x (miss - target) (its mean miss is the miss itself) and each running sum is
+        added to in launch order (``np.cumsum`` adds sequentially): the same bits as one
+        :meth:`record` per launch."""
+        step, target = self.settings.step, 1.0 - self.levels
+        # pools[k]: the pool's correction when launch k is recorded; pools[-1]: after the last
+        pools = np.cumsum(np.vstack([self.pool_theta[None], step * (pool_miss - target)]),
+                          axis=0)
+        moves = step * (miss - target)
+        hits = (~miss).astype(np.int64)
+        for row in np.unique(idx) if idx.size > 1 else idx:
+            mine = np.flatnonzero(idx == row) if idx.size > 1 else np.zeros(1, np.int64)
+            # a level never scored starts from the pool's correction as its first launch
+            # is recorded
+            start = np.where(self.scored[row] == 0, pools[mine[0]], self.theta[row])
+            self.theta[row] = np.cumsum(np.vstack([start[None], moves[mine]]), axis=0)[-1]
+            self.scored[row] += mine.size
+            self.covered[row] += hits[mine].sum(axis=0)
+        self.pool_theta[:] = pools[-1]
+        self.pool_batches += idx.size
 
     def _effective(self, idx: np.ndarray) -> np.ndarray:
         n = self.scored[idx].astype(float)
