@@ -16,6 +16,10 @@ import numpy as np
 
 # a gap between intervals above this (seconds) means the series is broken there
 GAP_TOLERANCE_SECONDS = 5.0
+# the intervals a task's outcome is first worked out on: up to launch + this many times its
+# dedicated seconds + PREFIX_SECONDS (the whole series when that does not settle it)
+PREFIX_LENGTHS = 3.0
+PREFIX_SECONDS = 3600.0
 
 
 @dataclass(frozen=True)
@@ -74,7 +78,25 @@ def _realised(series: CapacitySeries, launch_epoch: float, dedicated_seconds: fl
     first = int(np.searchsorted(series.end, launch_epoch, side="right"))
     if first == series.end.size:
         return None, 0.0
-    start, end, free = series.start[first:], series.end[first:], series.free[first:]
+    # most tasks end within a few times their length: tried on the intervals up to then
+    # first, the same figures when it ends there or the series breaks there (the sums over
+    # a prefix are the prefix of the sums); otherwise worked out on the whole suffix
+    stop = int(np.searchsorted(series.end, launch_epoch + PREFIX_LENGTHS * dedicated_seconds
+                               + PREFIX_SECONDS, side="right"))
+    if first < stop < series.end.size:
+        found = _realised_on(series.start[first:stop], series.end[first:stop],
+                             series.free[first:stop], launch_epoch, dedicated_seconds)
+        if found is not None:
+            return found
+    return _realised_on(series.start[first:], series.end[first:], series.free[first:],
+                        launch_epoch, dedicated_seconds, whole=True) or (None, 0.0)
+
+
+def _realised_on(start: np.ndarray, end: np.ndarray, free: np.ndarray, launch_epoch: float,
+                 dedicated_seconds: float, whole: bool = False
+                 ) -> tuple[float | None, float] | None:
+    """:func:`_realised` on the intervals ending after the launch (``whole``) or a prefix of
+    them; None when a prefix does not settle it (no break in it and the task not done)."""
     if start[0] > launch_epoch + GAP_TOLERANCE_SECONDS or (
             start[1:] - end[:-1] > GAP_TOLERANCE_SECONDS).any():
         breaks = np.nonzero(start[1:] - end[:-1] > GAP_TOLERANCE_SECONDS)[0]
@@ -93,6 +115,8 @@ def _realised(series: CapacitySeries, launch_epoch: float, dedicated_seconds: fl
     total = np.cumsum(got, axis=0)
     done = total >= dedicated_seconds
     if not done.any(axis=0).all():
+        if not whole and unbroken:
+            return None
         return None, float(np.max(dedicated_seconds - total[-1])) if unbroken else 0.0
     index = np.argmax(done, axis=0)
     cores = np.arange(free.shape[1])

@@ -81,7 +81,6 @@ class ShadowInputs:
         if capacity is None:
             capacity = CapacitySeries.from_rows(store.streams.capacity(
                 host_id, since_epoch_seconds=since_epoch_seconds), cores)
-        facts = store.host(host_id)
         # the speed stated last (the newest row that states one)
         stated = next((span[4] for span in reversed(spans) if span[4]), None)
         taus = [] if stated is None else [stated]
@@ -91,7 +90,11 @@ class ShadowInputs:
                 "SELECT tau FROM measurements WHERE host_id = ? AND end_epoch_seconds > ? "
                 "AND tau IS NOT NULL AND tau != 0 ORDER BY end_epoch_seconds DESC LIMIT 1",
                 [host_id, since_epoch_seconds])]
-        tau = taus[-1] if taus else (facts.tau if facts is not None and facts.tau else 1.0)
+        if taus:
+            tau = taus[-1]
+        else:  # the host's hello (read only when no row states a speed)
+            facts = store.host(host_id)
+            tau = facts.tau if facts is not None and facts.tau else 1.0
         first = store.db.execute("SELECT MIN(start_epoch_seconds) FROM measurements WHERE "
                                  "host_id = ?", [host_id]).fetchone()[0]
         snapshots = sorted(store.streams.running(
