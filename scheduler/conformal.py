@@ -162,10 +162,12 @@ class Calibrator(RowState):
         worked out as one scan. ``missed`` and ``pool_missed``: (launches, levels) booleans,
         every entry known."""
         idx = self.rows(host_indices)
-        shape = (idx.size, self.levels.size)
+        shape = (idx.size, len(self.settings.levels))
         try:
-            miss = np.broadcast_to(np.asarray(missed, dtype=bool), shape)
-            pool_miss = np.broadcast_to(np.asarray(pool_missed, dtype=bool), shape)
+            miss, pool_miss = (np.asarray(given, dtype=bool) for given in (missed, pool_missed))
+            # (broadcast only when needed: a refresh calls this for every host and length)
+            miss, pool_miss = (given if given.shape == shape else np.broadcast_to(given, shape)
+                               for given in (miss, pool_miss))
         except ValueError:
             raise InvalidArgumentError(f"outcomes must have shape {shape}", field="missed",
                                        value=None) from None
@@ -182,25 +184,22 @@ class Calibrator(RowState):
     # -- private ------------------------------------------------------------------------------
 
     def _scan(self, idx: np.ndarray, miss: np.ndarray, pool_miss: np.ndarray) -> None:
-        """:meth:`record_each`'s updates. A one-launch batch moves the pool by
-        step x (miss - target) (its mean miss is the miss itself) and each running sum is
-        added to in launch order (``np.cumsum`` adds sequentially): the same bits as one
-        :meth:`record` per launch."""
-        step, target = self.settings.step, 1.0 - self.levels
-        # pools[k]: the pool's correction when launch k is recorded; pools[-1]: after the last
-        pools = np.cumsum(np.vstack([self.pool_theta[None], step * (pool_miss - target)]),
-                          axis=0)
-        moves = step * (miss - target)
-        hits = (~miss).astype(np.int64)
-        for row in np.unique(idx) if idx.size > 1 else idx:
-            mine = np.flatnonzero(idx == row) if idx.size > 1 else np.zeros(1, np.int64)
-            # a level never scored starts from the pool's correction as its first launch
-            # is recorded
-            start = np.where(self.scored[row] == 0, pools[mine[0]], self.theta[row])
-            self.theta[row] = np.cumsum(np.vstack([start[None], moves[mine]]), axis=0)[-1]
-            self.scored[row] += mine.size
-            self.covered[row] += hits[mine].sum(axis=0)
-        self.pool_theta[:] = pools[-1]
+        """:meth:`record_each`'s updates, launch by launch: a one-launch batch moves the pool
+        by step x (miss - target) (its mean miss is the miss itself), so each launch costs a
+        few row operations instead of :meth:`record`'s general batch (the same bits)."""
+        step, target = self.settings.step, 1.0 - np.asarray(self.settings.levels)
+        moves, pool_moves = step * (miss - target), step * (pool_miss - target)
+        hits = ~miss
+        theta, scored, covered, pool = self.theta, self.scored, self.covered, self.pool_theta
+        for k, row in enumerate(idx.tolist()):
+            fresh = scored[row] == 0
+            if fresh.any():
+                # a level never scored starts from the pool's correction
+                theta[row] = np.where(fresh, pool, theta[row])
+            theta[row] += moves[k]
+            pool += pool_moves[k]
+            scored[row] += 1
+            covered[row] += hits[k]
         self.pool_batches += idx.size
 
     def _effective(self, idx: np.ndarray) -> np.ndarray:

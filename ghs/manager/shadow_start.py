@@ -40,7 +40,6 @@ class ShadowInputs:
     snapshots: list[dict[str, Any]]
     snapshot_times: np.ndarray
     templates: list[dict[str, Any]]
-    first_start: float | None
     _measurements: list[Any] = field(default_factory=list, repr=False)
     # per row (start, end, lam, rho, tau): what bins and the speed need, kept after a row is
     # converted and its stored form let go (a manager keeps a day of these per host)
@@ -95,15 +94,13 @@ class ShadowInputs:
         else:  # the host's hello (read only when no row states a speed)
             facts = store.host(host_id)
             tau = facts.tau if facts is not None and facts.tau else 1.0
-        first = store.db.execute("SELECT MIN(start_epoch_seconds) FROM measurements WHERE "
-                                 "host_id = ?", [host_id]).fetchone()[0]
         snapshots = sorted(store.streams.running(
             host_id, since_epoch_seconds=snapshots_since_epoch_seconds),
             key=lambda s: s["epoch_seconds"])
         return cls(cores, float(tau), rows, np.array([span[1] for span in spans], dtype=float),
                    capacity, snapshots,
                    np.array([s["epoch_seconds"] for s in snapshots], dtype=float),
-                   store.streams.templates(host_id), first, converted, spans)
+                   store.streams.templates(host_id), converted, spans)
 
     def trimmed(self, rows_since_epoch_seconds: float, since_epoch_seconds: float
                 ) -> ShadowInputs:
@@ -168,8 +165,9 @@ def host_at(host_id: str, inputs: ShadowInputs, at: float) -> Host | None:
     recent = inputs.measurements(int(first), int(k))
     if not recent:
         return None
-    estimate = adapt_avg(recent, now=at, window_seconds=DAY_SECONDS,
-                         history_start=inputs.first_start)
+    # no history start: it only says whether the estimate is provisional, which a launch
+    # does not use (and finding it scans all the host's measurements every hour)
+    estimate = adapt_avg(recent, now=at, window_seconds=DAY_SECONDS)
     if estimate.lam is None or estimate.rho is None:
         return None
     lam, mu, sigma, _ = model_parameters(estimate, inputs.cores)
