@@ -101,6 +101,26 @@ class Calibrator(RowState):
         q = self._quantiles(q, q.shape[0] if q.ndim == 2 else 1)
         return np.maximum.accumulate(q * np.exp(self.pool_theta), axis=1)
 
+    def adjust_and_pool(self, host_index: int, quantiles: Any) -> tuple[np.ndarray, np.ndarray]:
+        """(:meth:`adjust`, :meth:`pool_adjust`) of one host's (levels,) model quantiles,
+        each (levels,): the same figures, checked once (a refresh asks for both for every
+        host, length and view)."""
+        idx = self.rows([host_index])
+        q = self._quantiles(quantiles, 1)[0]
+        row, pool = int(idx[0]), self.pool_theta
+        n = float(self.scored[row, 0]) if (self.scored[row] == self.scored[row, 0]).all() \
+            else None
+        if n is None:
+            effective = self._effective(idx)[0]
+        else:
+            # _effective for a host whose levels were scored alike (every launch a refresh
+            # records is known at every level): the same operations on one row
+            k = self.settings.prior_launches
+            own = self.theta[row] if n > 0 else pool
+            effective = own if k == 0 else (n * own + k * pool) / (n + k)
+        return (np.maximum.accumulate(q * np.exp(effective)),
+                np.maximum.accumulate(q * np.exp(pool)))
+
     def update(self, host_indices: Any, realised: Any, quantiles: Any) -> np.ndarray:
         """Score finished launches (one per entry; a host may repeat) and move the corrections.
 
