@@ -60,7 +60,7 @@ class ShadowInputs:
         see (a measurement stored late), when everything is read again."""
         rows_since = max(since_epoch_seconds, rows_since_epoch_seconds or -math.inf)
         rows: list[dict[str, Any] | None] | None = None
-        capacity = None
+        capacity, end = None, None
         if previous is not None and previous.cores == cores and previous.rows:
             keep = int(np.searchsorted(previous.end, rows_since, side="right"))
             newer = store.measurements(host_id, since_end=float(previous.end[-1]))
@@ -70,6 +70,9 @@ class ShadowInputs:
                 rows = previous.rows[keep:] + newer
                 converted = previous._measurements[keep:] + [None] * len(newer)
                 spans = previous.spans[keep:] + _spans(newer)
+                # the ends held extended (not rebuilt from a day of rows every hour)
+                end = np.concatenate([previous.end[keep:], np.array(
+                    [span[1] for span in spans[len(spans) - len(newer):]], dtype=float)])
                 capacity = previous.capacity.since(since_epoch_seconds).extended(
                     CapacitySeries.from_rows(store.streams.capacity(
                         host_id, since_epoch_seconds=max(previous.capacity.covered_until,
@@ -97,7 +100,9 @@ class ShadowInputs:
         snapshots = sorted(store.streams.running(
             host_id, since_epoch_seconds=snapshots_since_epoch_seconds),
             key=lambda s: s["epoch_seconds"])
-        return cls(cores, float(tau), rows, np.array([span[1] for span in spans], dtype=float),
+        if end is None:
+            end = np.array([span[1] for span in spans], dtype=float)
+        return cls(cores, float(tau), rows, end,
                    capacity, snapshots,
                    np.array([s["epoch_seconds"] for s in snapshots], dtype=float),
                    store.streams.templates(host_id), converted, spans)
