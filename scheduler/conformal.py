@@ -101,6 +101,26 @@ class Calibrator(RowState):
         q = self._quantiles(q, q.shape[0] if q.ndim == 2 else 1)
         return np.maximum.accumulate(q * np.exp(self.pool_theta), axis=1)
 
+    def adjust_and_pool(self, host_index: int, quantiles: Any) -> tuple[np.ndarray, np.ndarray]:
+        """(:meth:`adjust`, :meth:`pool_adjust`) of one host's (levels,) model quantiles,
+        each (levels,): the same figures, checked once (a refresh asks for both for every
+        host, length and view)."""
+        idx = self.rows([host_index])
+        q = self._quantiles(quantiles, 1)[0]
+        row, pool = int(idx[0]), self.pool_theta
+        n = float(self.scored[row, 0]) if (self.scored[row] == self.scored[row, 0]).all() \
+            else None
+        if n is None:
+            effective = self._effective(idx)[0]
+        else:
+            # _effective for a host whose levels were scored alike (every launch a refresh
+            # records is known at every level): the same operations on one row
+            k = self.settings.prior_launches
+            own = self.theta[row] if n > 0 else pool
+            effective = own if k == 0 else (n * own + k * pool) / (n + k)
+        return (np.maximum.accumulate(q * np.exp(effective)),
+                np.maximum.accumulate(q * np.exp(pool)))
+
     def update(self, host_indices: Any, realised: Any, quantiles: Any) -> np.ndarray:
         """Score finished launches (one per entry; a host may repeat) and move the corrections.
 
@@ -156,6 +176,24 @@ class Calibrator(RowState):
             self.pool_theta += step * (rate - target)
             self.pool_batches += 1
 
+    def record_each(self, host_indices: Any, missed: Any, pool_missed: Any) -> None:
+        """Move the corrections by known outcomes one launch at a time, in order: the state
+        :meth:`record` leaves when called once per launch (the pool moved once per launch),
+        worked out as one scan. ``missed`` and ``pool_missed``: (launches, levels) booleans,
+        every entry known."""
+        idx = self.rows(host_indices)
+        shape = (idx.size, len(self.settings.levels))
+        try:
+            miss, pool_miss = (np.asarray(given, dtype=bool) for given in (missed, pool_missed))
+            # (broadcast only when needed: a refresh calls this for every host and length)
+            miss, pool_miss = (given if given.shape == shape else np.broadcast_to(given, shape)
+                               for given in (miss, pool_miss))
+        except ValueError:
+            raise InvalidArgumentError(f"outcomes must have shape {shape}", field="missed",
+                                       value=None) from None
+        if idx.size:
+            self._scan(idx, miss, pool_miss)
+
     def coverage(self, host_indices: Any) -> np.ndarray:
         """(hosts, levels) fraction of scored launches within the reported quantile (NaN:
         none scored)."""
@@ -164,6 +202,25 @@ class Calibrator(RowState):
         return np.divide(self.covered[idx], n, out=np.full(n.shape, np.nan), where=n > 0)
 
     # -- private ------------------------------------------------------------------------------
+
+    def _scan(self, idx: np.ndarray, miss: np.ndarray, pool_miss: np.ndarray) -> None:
+        """:meth:`record_each`'s updates, launch by launch: a one-launch batch moves the pool
+        by step x (miss - target) (its mean miss is the miss itself), so each launch costs a
+        few row operations instead of :meth:`record`'s general batch (the same bits)."""
+        step, target = self.settings.step, 1.0 - np.asarray(self.settings.levels)
+        moves, pool_moves = step * (miss - target), step * (pool_miss - target)
+        hits = ~miss
+        theta, scored, covered, pool = self.theta, self.scored, self.covered, self.pool_theta
+        for k, row in enumerate(idx.tolist()):
+            fresh = scored[row] == 0
+            if fresh.any():
+                # a level never scored starts from the pool's correction
+                theta[row] = np.where(fresh, pool, theta[row])
+            theta[row] += moves[k]
+            pool += pool_moves[k]
+            scored[row] += 1
+            covered[row] += hits[k]
+        self.pool_batches += idx.size
 
     def _effective(self, idx: np.ndarray) -> np.ndarray:
         n = self.scored[idx].astype(float)

@@ -345,9 +345,8 @@ class Calibration(CalibratedViews, ShadowOutcomes):
         for v, view in enumerate(self.views):
             reported_all = []
             for j, length in enumerate(self.lengths):
-                calibrator = self.calibrators[view][j]
-                reported = calibrator.adjust([track.row], model_q[v, j][None])[0]
-                pooled = calibrator.pool_adjust(model_q[v, j][None])[0]
+                reported, pooled = self.calibrators[view][j].adjust_and_pool(track.row,
+                                                                             model_q[v, j])
                 reported_all.append(reported)
                 track.pending.append(_Shadow(at, j, float(length), reported, pooled,
                                              None if candidates is None else candidates[j],

@@ -10,12 +10,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
 
 # a gap between intervals above this (seconds) means the series is broken there
 GAP_TOLERANCE_SECONDS = 5.0
+# the intervals a task's outcome is first worked out on: up to launch + this many times its
+# dedicated seconds + PREFIX_SECONDS (the whole series when that does not settle it)
+PREFIX_LENGTHS = 3.0
+PREFIX_SECONDS = 3600.0
 
 
 @dataclass(frozen=True)
@@ -53,6 +58,16 @@ class CapacitySeries:
                               np.concatenate([self.end, newer.end]),
                               np.concatenate([self.free, newer.free]))
 
+    @cached_property
+    def span(self) -> np.ndarray:
+        """Each interval's length (seconds)."""
+        return self.end - self.start
+
+    @cached_property
+    def breaks(self) -> np.ndarray:
+        """Where the series breaks: the intervals followed by a gap above the tolerance."""
+        return np.flatnonzero(self.start[1:] - self.end[:-1] > GAP_TOLERANCE_SECONDS)
+
     @property
     def covered_until(self) -> float:
         """The end of the series (epoch seconds; -inf when empty)."""
@@ -71,31 +86,52 @@ def _realised(series: CapacitySeries, launch_epoch: float, dedicated_seconds: fl
     """:func:`realised_seconds` and, when the task was still running unbroken at the end of
     the series, the CPU seconds it still lacked on its furthest-behind core (else 0)."""
     # the intervals ending after the launch: a suffix of the series (stored in time order)
-    first = int(np.searchsorted(series.end, launch_epoch, side="right"))
-    if first == series.end.size:
+    start, end = series.start, series.end
+    first = int(np.searchsorted(end, launch_epoch, side="right"))
+    if first == end.size or start[first] > launch_epoch + GAP_TOLERANCE_SECONDS:
         return None, 0.0
-    start, end, free = series.start[first:], series.end[first:], series.free[first:]
-    if start[0] > launch_epoch + GAP_TOLERANCE_SECONDS or (
-            start[1:] - end[:-1] > GAP_TOLERANCE_SECONDS).any():
-        breaks = np.nonzero(start[1:] - end[:-1] > GAP_TOLERANCE_SECONDS)[0]
-        if start[0] > launch_epoch + GAP_TOLERANCE_SECONDS:
-            return None, 0.0
-        stop = int(breaks[0]) + 1
-        start, end, free = start[:stop], end[:stop], free[:stop]
-        unbroken = False
-    else:
-        unbroken = True
-    span = end - start
+    # up to the first break after the launch (the series' breaks found once)
+    breaks = series.breaks
+    after = int(np.searchsorted(breaks, first))
+    stop = int(breaks[after]) + 1 if after < breaks.size else end.size
+    # most tasks end within a few times their length: tried on the intervals up to then
+    # first, the same figures when it ends there (the sums over a prefix are the prefix of
+    # the sums); otherwise worked out up to the break or the end
+    prefix = int(np.searchsorted(end, launch_epoch + PREFIX_LENGTHS * dedicated_seconds
+                                 + PREFIX_SECONDS, side="right"))
+    if first < prefix < stop:
+        found, _ = _finish_in(series, first, prefix, launch_epoch, dedicated_seconds)
+        if found is not None:
+            return found, 0.0
+    found, lacking = _finish_in(series, first, stop, launch_epoch, dedicated_seconds)
+    if found is not None or stop < end.size:  # ended, or the series breaks before it does
+        return found, 0.0
+    return None, lacking
+
+
+def _got(series: CapacitySeries, first: int, stop: int, launch_epoch: float) -> np.ndarray:
+    """The free CPU seconds per core of intervals ``first`` to ``stop`` left for a task
+    launched at ``launch_epoch``."""
+    start, end, span = series.start[first:stop], series.end[first:stop], series.span[first:stop]
     # the part of the first interval before the launch is not available to the task
     share = np.clip((end - np.maximum(start, launch_epoch)) / np.where(span > 0, span, 1.0),
                     0.0, 1.0)
-    got = free * share[:, None]
+    return series.free[first:stop] * share[:, None]
+
+
+def _finish_in(series: CapacitySeries, first: int, stop: int, launch_epoch: float,
+               dedicated_seconds: float) -> tuple[float | None, float]:
+    """Seconds from the launch until the task ends on every core if it does within
+    intervals ``first`` to ``stop`` (unbroken), else None and the CPU seconds it still
+    lacks on its furthest-behind core."""
+    got = _got(series, first, stop, launch_epoch)
     total = np.cumsum(got, axis=0)
     done = total >= dedicated_seconds
     if not done.any(axis=0).all():
-        return None, float(np.max(dedicated_seconds - total[-1])) if unbroken else 0.0
+        return None, float(np.max(dedicated_seconds - total[-1]))
+    start, end = series.start[first:stop], series.end[first:stop]
     index = np.argmax(done, axis=0)
-    cores = np.arange(free.shape[1])
+    cores = np.arange(got.shape[1])
     before = np.where(index > 0, total[index - 1, cores], 0.0)
     rate = got[index, cores] / np.maximum(end[index] - np.maximum(start[index], launch_epoch),
                                           1e-9)

@@ -10,7 +10,7 @@ their launches in a few batches (:meth:`ghs.manager.calibration.Calibration.adva
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -102,4 +102,13 @@ class LaunchPlan:
 
 def copies_of(hosts: Sequence[Host]) -> list[Host]:
     """The hosts renamed apart (a prediction needs distinct names)."""
-    return [replace(host, name=f"{host.name}#{k}") for k, host in enumerate(hosts)]
+    return [_renamed(host, f"{host.name}#{k}") for k, host in enumerate(hosts)]
+
+
+def _renamed(host: Host, name: str) -> Host:
+    """``host`` under another (non-empty) name: its fields as checked when it was made (a
+    refresh renames thousands of hosts, and ``replace`` checks every field again)."""
+    copy = object.__new__(type(host))
+    copy.__dict__.update(host.__dict__)
+    object.__setattr__(copy, "name", name)
+    return copy

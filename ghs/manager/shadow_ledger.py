@@ -5,6 +5,7 @@ A catch-up's rows are queued and written in one transaction."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import groupby
 from typing import Any
 
 LEDGER = "shadow_launches"
@@ -40,16 +41,22 @@ class ShadowLedger:
         writes, self._writes = self._writes, []
         if not writes:
             return
-        db = self.store.db
-        with db.conn:
-            for launch, outcome in writes:
-                if launch is not None:
-                    db.execute(f"INSERT OR REPLACE INTO {LEDGER} ({', '.join(launch)}) VALUES "
-                               f"({', '.join('?' * len(launch))})", list(launch.values()))
+        connection = self.store.db.conn
+        with connection:
+            # runs of launches of the same columns, and of outcomes, each run in one
+            # executemany, in the order they were queued
+            for columns, run in groupby(writes, key=lambda write: None if write[0] is None
+                                        else tuple(write[0])):
+                if columns is None:
+                    connection.executemany(
+                        f"UPDATE {LEDGER} SET realised_seconds = ? WHERE host_id = ? "
+                        "AND launch_epoch_seconds = ? AND length_seconds = ?",
+                        [outcome for _, outcome in run])
                 else:
-                    db.execute(f"UPDATE {LEDGER} SET realised_seconds = ? WHERE host_id = ? "
-                               "AND launch_epoch_seconds = ? AND length_seconds = ?",
-                               list(outcome))
+                    connection.executemany(
+                        f"INSERT OR REPLACE INTO {LEDGER} ({', '.join(columns)}) VALUES "
+                        f"({', '.join('?' * len(columns))})",
+                        [tuple(launch.values()) for launch, _ in run if launch is not None])
 
     def scored(self, host_ids: Sequence[str] | None = None) -> list[dict[str, Any]]:
         """Scored shadow launches (oldest first), every predictor's row."""
@@ -60,3 +67,4 @@ class ShadowLedger:
             params = list(host_ids)
         return list(self.store.db.query(query + " ORDER BY launch_epoch_seconds, host_id",
                                         params))
+

@@ -32,38 +32,42 @@ class ShadowOutcomes:
         # read once: a host has dozens of launches pending, asked about every hour
         covered, first_view = outcomes.series.covered_until, self.views[0]
         known = outcomes.realised_seconds
+        # (view, length) -> the misses and the pool's, in launch order: each calibrator
+        # moved once for all of them (Calibrator.record_each, the same state as one by one)
+        scores: dict[tuple[str, int], tuple[list[Any], list[Any]]] = {}
         for shadow in track.pending:
             if shadow.launch >= now:
                 still.append(shadow)
                 continue
             realised = known(shadow.launch, shadow.dedicated)
             if realised is not None and shadow.launch + realised <= now:
-                self._score(track, shadow, realised)
+                if not shadow.decided:
+                    misses, pool = scores.setdefault((shadow.view, shadow.length), ([], []))
+                    misses.append(realised > shadow.reported)
+                    pool.append(realised > shadow.pooled)
+                if shadow.candidates is not None:
+                    self.weights.record([track.row], [realised], shadow.candidates[None])
                 if shadow.view == first_view:  # one outcome per launch and length
                     self.shadow_ledger.outcome(realised, host_id, shadow.launch, shadow.dedicated)
             elif not shadow.decided and shadow.launch + shadow.reported[-1] <= now and \
                     outcomes.overran(shadow.launch, shadow.dedicated,
                                      float(shadow.reported[-1])):
                 # a miss of every level, known before the task ends
-                self.calibrators[shadow.view][shadow.length].record(
-                    [track.row], np.ones((1, 3), bool), (shadow.pooled > 0)[None])
+                misses, pool = scores.setdefault((shadow.view, shadow.length), ([], []))
+                misses.append(np.ones(shadow.reported.shape, bool))
+                pool.append(shadow.pooled > 0)
                 shadow.decided = True
                 still.append(shadow)
             elif covered < shadow.launch + 30 * 86400.0:
                 still.append(shadow)
+        for (view, length), (misses, pool) in scores.items():
+            self.calibrators[view][length].record_each([track.row] * len(misses), misses, pool)
         track.pending = still
         waiting = track.unknown_until
         if len(waiting) > len(still):
             keep = {(shadow.launch, shadow.dedicated) for shadow in still}
             for key in [key for key in waiting if key not in keep]:
                 del waiting[key]
-
-    def _score(self, track: Any, shadow: Any, realised: float) -> None:
-        if not shadow.decided:
-            self.calibrators[shadow.view][shadow.length].record(
-                [track.row], (realised > shadow.reported)[None], (realised > shadow.pooled)[None])
-        if shadow.candidates is not None:
-            self.weights.record([track.row], [realised], shadow.candidates[None])
 
     def absorb_reports(self, since_epoch_seconds: float) -> int:
         """Feed completion reports of served predictions (``ghs report``, the Dask adapter)

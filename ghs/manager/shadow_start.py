@@ -40,7 +40,6 @@ class ShadowInputs:
     snapshots: list[dict[str, Any]]
     snapshot_times: np.ndarray
     templates: list[dict[str, Any]]
-    first_start: float | None
     _measurements: list[Any] = field(default_factory=list, repr=False)
     # per row (start, end, lam, rho, tau): what bins and the speed need, kept after a row is
     # converted and its stored form let go (a manager keeps a day of these per host)
@@ -61,7 +60,7 @@ class ShadowInputs:
         see (a measurement stored late), when everything is read again."""
         rows_since = max(since_epoch_seconds, rows_since_epoch_seconds or -math.inf)
         rows: list[dict[str, Any] | None] | None = None
-        capacity = None
+        capacity, end = None, None
         if previous is not None and previous.cores == cores and previous.rows:
             keep = int(np.searchsorted(previous.end, rows_since, side="right"))
             newer = store.measurements(host_id, since_end=float(previous.end[-1]))
@@ -71,6 +70,9 @@ class ShadowInputs:
                 rows = previous.rows[keep:] + newer
                 converted = previous._measurements[keep:] + [None] * len(newer)
                 spans = previous.spans[keep:] + _spans(newer)
+                # the ends held extended (not rebuilt from a day of rows every hour)
+                end = np.concatenate([previous.end[keep:], np.array(
+                    [span[1] for span in spans[len(spans) - len(newer):]], dtype=float)])
                 capacity = previous.capacity.since(since_epoch_seconds).extended(
                     CapacitySeries.from_rows(store.streams.capacity(
                         host_id, since_epoch_seconds=max(previous.capacity.covered_until,
@@ -81,7 +83,6 @@ class ShadowInputs:
         if capacity is None:
             capacity = CapacitySeries.from_rows(store.streams.capacity(
                 host_id, since_epoch_seconds=since_epoch_seconds), cores)
-        facts = store.host(host_id)
         # the speed stated last (the newest row that states one)
         stated = next((span[4] for span in reversed(spans) if span[4]), None)
         taus = [] if stated is None else [stated]
@@ -91,16 +92,20 @@ class ShadowInputs:
                 "SELECT tau FROM measurements WHERE host_id = ? AND end_epoch_seconds > ? "
                 "AND tau IS NOT NULL AND tau != 0 ORDER BY end_epoch_seconds DESC LIMIT 1",
                 [host_id, since_epoch_seconds])]
-        tau = taus[-1] if taus else (facts.tau if facts is not None and facts.tau else 1.0)
-        first = store.db.execute("SELECT MIN(start_epoch_seconds) FROM measurements WHERE "
-                                 "host_id = ?", [host_id]).fetchone()[0]
+        if taus:
+            tau = taus[-1]
+        else:  # the host's hello (read only when no row states a speed)
+            facts = store.host(host_id)
+            tau = facts.tau if facts is not None and facts.tau else 1.0
         snapshots = sorted(store.streams.running(
             host_id, since_epoch_seconds=snapshots_since_epoch_seconds),
             key=lambda s: s["epoch_seconds"])
-        return cls(cores, float(tau), rows, np.array([span[1] for span in spans], dtype=float),
+        if end is None:
+            end = np.array([span[1] for span in spans], dtype=float)
+        return cls(cores, float(tau), rows, end,
                    capacity, snapshots,
                    np.array([s["epoch_seconds"] for s in snapshots], dtype=float),
-                   store.streams.templates(host_id), first, converted, spans)
+                   store.streams.templates(host_id), converted, spans)
 
     def trimmed(self, rows_since_epoch_seconds: float, since_epoch_seconds: float
                 ) -> ShadowInputs:
@@ -165,8 +170,9 @@ def host_at(host_id: str, inputs: ShadowInputs, at: float) -> Host | None:
     recent = inputs.measurements(int(first), int(k))
     if not recent:
         return None
-    estimate = adapt_avg(recent, now=at, window_seconds=DAY_SECONDS,
-                         history_start=inputs.first_start)
+    # no history start: it only says whether the estimate is provisional, which a launch
+    # does not use (and finding it scans all the host's measurements every hour)
+    estimate = adapt_avg(recent, now=at, window_seconds=DAY_SECONDS)
     if estimate.lam is None or estimate.rho is None:
         return None
     lam, mu, sigma, _ = model_parameters(estimate, inputs.cores)

@@ -154,3 +154,44 @@ def test_record_moves_only_the_levels_already_known():
                                                                           step * 0.9])
     assert calibrator.theta[0, 2] == before[0, 2] and (calibrator.theta[1] == 0).all()
 
+
+
+def _state(calibrator):
+    return [getattr(calibrator, name).copy() for name in
+            ("theta", "scored", "covered", "pool_theta", "pool_batches")]
+
+
+@pytest.mark.parametrize("prior", [10.0, 0.0])
+def test_record_each_leaves_the_state_of_one_record_per_launch(prior):
+    """The refresh's scan (a host's outcomes at once) against record launch by launch, to
+    the bit: newcomers, repeated hosts, a history with undecided levels."""
+    rng = np.random.default_rng(5)
+    for trial in range(200):
+        one, scan = (Calibrator(4, ConformalSettings(prior_launches=prior)) for _ in range(2))
+        for calibrator in (one, scan):
+            history = np.random.default_rng(trial)
+            for _ in range(int(history.integers(0, 5))):
+                calibrator.record([int(history.integers(0, 4))], history.random((1, 3)) < .3,
+                                  history.random((1, 3)) < .3,
+                                  decided=history.random((1, 3)) < .7)
+        launches = int(rng.integers(1, 8))
+        rows = rng.integers(0, 4, launches) if trial % 2 else np.full(launches, 1)
+        missed, pool_missed = rng.random((launches, 3)) < .4, rng.random((launches, 3)) < .4
+        for k in range(launches):
+            one.record([rows[k]], missed[k][None], pool_missed[k][None])
+        scan.record_each(rows, missed, pool_missed)
+        for a, b in zip(_state(one), _state(scan)):
+            assert a.dtype == b.dtype and np.array_equal(a, b)
+        quantiles = np.array([100.0, 180.0, 240.0])
+        for row in range(4):
+            reported, pooled = scan.adjust_and_pool(row, quantiles)
+            assert np.array_equal(reported, scan.adjust([row], quantiles[None])[0])
+            assert np.array_equal(pooled, scan.pool_adjust(quantiles[None])[0])
+
+
+def test_record_each_checks_its_outcomes():
+    calibrator = Calibrator(2)
+    with pytest.raises(InvalidArgumentError):
+        calibrator.record_each([0, 1], np.ones((3, 3), bool), np.ones((3, 3), bool))
+    with pytest.raises(InvalidArgumentError):
+        calibrator.record_each([2], np.ones((1, 3), bool), np.ones((1, 3), bool))
