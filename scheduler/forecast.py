@@ -368,9 +368,9 @@ class ForecastBank(RowState):
         if (pushed & (first >= boundary)).all():
             # the tables kept since each row's last bin give every target at or past it
             day = self.day_now[idx]
-            hod = np.take_along_axis(self.hour_of_day_now[idx], targets % per_day, axis=1)
-            how = np.take_along_axis(self.hour_of_week_now[idx], targets % (7 * per_day),
-                                     axis=1)
+            back = boundary[:, None] - 1 - targets
+            hod = np.take_along_axis(self.hour_of_day_now[idx], back % per_day, axis=1)
+            how = np.take_along_axis(self.hour_of_week_now[idx], back % (7 * per_day), axis=1)
         else:
             # the rows' bins are read where needed, never the whole ring copied
             span = s.profile_days * per_day

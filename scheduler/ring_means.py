@@ -75,21 +75,32 @@ def profile_tables(ring: np.ndarray, idx: np.ndarray, boundary: np.ndarray, per_
                    span: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """What the day-average and profile forecasters read for any bin from each row's
     ``boundary`` on: the day mean (rows,), and the hour-of-day (rows, per_day) and
-    hour-of-week (rows, 7 per_day) means, column ``bin % period``.
+    hour-of-week (rows, 7 per_day) means; column m holds the phase of bin boundary - 1 - m.
 
     A profile of a target at or past the boundary averages the bins of its phase within
-    ``span`` bins before the boundary, the same bins whatever its distance: one period of
-    targets gives every value, each summed as :func:`profile` sums it (newest first).
-    Worked out when a row's bins change, so a query reads them instead of the ring.
+    ``span`` bins before the boundary, the same bins whatever its distance. Those ``span``
+    bins, newest first, laid out as (rows, periods, period) hold each phase's bins down a
+    column in :func:`profile`'s order, and summed down it as :func:`profile` sums its sources
+    (the same values to the bit). Worked out when a row's bins change, so a query reads them
+    instead of the ring.
     """
+    h = ring.shape[1]
     day = day_mean(ring, idx, boundary, per_day)
+    week = 7 * per_day
+    periods = -(-span // week)
+    back = np.arange(1, periods * week + 1)
+    cells = (boundary[:, None] - back[None, :]) % h + (idx * h)[:, None]
+    values = np.take(ring, cells)
+    ok = np.isfinite(values)
+    ok &= (back <= span)[None, :]
     tables = []
-    for period in (per_day, 7 * per_day):
-        targets = boundary[:, None] + np.arange(period)[None, :]
-        values = profile(ring, idx, targets, boundary, period, span)
-        table = np.empty_like(values)
-        np.put_along_axis(table, targets % period, values, axis=1)
-        tables.append(table)
+    for period in (per_day, week):
+        shape = (idx.size, periods * week // period, period)
+        seen = ok.reshape(shape)
+        count = np.count_nonzero(seen, axis=1)
+        total = np.where(seen, values.reshape(shape), 0.0).sum(axis=1)
+        tables.append(np.divide(total, count, out=np.full(count.shape, np.nan),
+                                where=count > 0))
     return day, tables[0], tables[1]
 
 
