@@ -111,16 +111,22 @@ class MixtureServers:
         """log of sum_j w_j F_j(x); survivals are summed directly where F is near 1."""
         parts = self.parts.log_cdf(np.asarray(x, dtype=float)[..., None])
         survival = np.sum(self.weight * -np.expm1(parts), axis=-1)
-        with np.errstate(divide="ignore"):
-            log_weight = np.log(self.weight)
-        top = np.max(parts + log_weight, axis=-1)
-        finite = np.isfinite(top)
-        safe_top = np.where(finite, top, 0.0)
         with np.errstate(divide="ignore", invalid="ignore"):
-            summed = safe_top + np.log(np.sum(np.exp(parts + log_weight - safe_top[..., None]),
-                                              axis=-1))
-            near_one = np.log1p(-np.minimum(survival, 1.0))
-        return np.where(survival < 0.5, near_one, np.where(finite, summed, -np.inf))
+            out = np.log1p(-np.minimum(survival, 1.0))
+        # the log-sum-exp only where F is not near 1 (each point's arithmetic its own)
+        far = ~(survival < 0.5)
+        if far.any():
+            with np.errstate(divide="ignore"):
+                log_weight = np.broadcast_to(np.log(self.weight), parts.shape)[far]
+            terms = parts[far] + log_weight
+            top = np.max(terms, axis=-1)
+            finite = np.isfinite(top)
+            safe_top = np.where(finite, top, 0.0)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                summed = safe_top + np.log(np.sum(np.exp(terms - safe_top[..., None]),
+                                                  axis=-1))
+            out[far] = np.where(finite, summed, -np.inf)
+        return out
 
     def upper_bound(self, epsilon: float) -> np.ndarray:
         """A point past which each server's survival is below ``epsilon`` (seconds)."""
