@@ -125,6 +125,7 @@ def _descend(evaluator: SetEvaluator, chosen: np.ndarray, value: float,
     ``chosen``); ``alone``: the first round also scores each host alone (scored by the
     start) and the small sets of the best of them."""
     m = len(evaluator.arrays.lam)
+    polish = evaluator.calibration is not None and m <= _FLIP_ALL
     for _ in range(_MAX_ROUNDS):
         if ratio is None:
             ratio = _damage_per_share(evaluator, chosen)
@@ -138,6 +139,14 @@ def _descend(evaluator: SetEvaluator, chosen: np.ndarray, value: float,
         values = _scored(evaluator, sets, valid, seen)
         index = int(np.argmin(values))
         gain = _GAIN if sets.shape[1] <= _ALL_PREFIXES else _WIDE_GAIN
+        if values[index] >= value * (1 - gain) and polish:
+            # where the rounds settle in a small pool: every swap, once
+            polish = False
+            inside = np.zeros(m, dtype=bool)
+            inside[chosen] = True
+            sets, valid = _moves(chosen, chosen, np.flatnonzero(~inside), len(chosen) + 1)
+            values = _scored(evaluator, sets, valid, seen)
+            index = int(np.argmin(values))
         if values[index] >= value * (1 - gain):
             break
         step = np.sort(sets[index][valid[index]])
