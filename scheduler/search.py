@@ -25,6 +25,7 @@ only order the candidates.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -57,6 +58,11 @@ _MOVE_POOL = 3
 _MOVE_BUDGET = 2000
 # with a calibrated criterion, pools up to this size try every single drop and add a round
 _FLIP_ALL = 16
+# with a calibrated criterion, pools up to _ALL_PREFIXES try in their first round the pairs of
+# the _SMALL_PAIRS best singletons and the triples of the _SMALL_TRIPLES best (a batch's fixed
+# cost is most of the cost of a few dozen small sets)
+_SMALL_PAIRS = 5
+_SMALL_TRIPLES = 4
 # The search asks the quadrature for this tolerance, which its first rule meets without the
 # finer ones (the error estimate is pessimistic): over 10,000 random sets of 1-40 hosts (a
 # quarter started in their steady state) the criteria were within 1e-8 of converged values at
@@ -96,26 +102,51 @@ def near_optimal(evaluator: SetEvaluator, exact: Callable[[SetEvaluator], list[i
     # sets already scored (sorted members -> criterion): a round's neighbours overlap the
     # first prefixes and the earlier rounds' sets
     seen: dict[bytes, float] = {}
+    # A calibrated law can make one host alone, or two or three, beat every set around the
+    # best prefix (its record says the model is pessimistic there), several moves away and
+    # each move on the way worse: in a small pool the start also scores each host alone, and
+    # the first round the pairs and triples of the best of them.
+    alone = evaluator.calibration is not None and m <= _ALL_PREFIXES
     chosen, value = _best_prefix(evaluator, orderings, _sizes(m, None), m > _ALL_PREFIXES,
-                                 seen)
+                                 seen, alone)
     # in a small pool the first round's moves rank hosts by the scores beside everyone (the
     # set is one of their prefixes); a large set's scores beside itself differ (2-8% worse
     # sets at 1,000-10,000 hosts without them), as after a round that moves to a new prefix
     ratio = beside_everyone if len(orderings) == 1 and m <= _ALL_PREFIXES else None
-    # A calibrated law can make one host alone beat every set around the best prefix (its
-    # record says the model is pessimistic there): in a small pool the first round also
-    # scores each host alone.
-    alone = evaluator.calibration is not None and m <= _ALL_PREFIXES
+    chosen, value = _descend(evaluator, chosen, value, ratio, seen, alone)
+    return [int(i) for i in chosen]
+
+
+def _descend(evaluator: SetEvaluator, chosen: np.ndarray, value: float,
+             ratio: np.ndarray | None, seen: dict[bytes, float], alone: bool
+             ) -> tuple[np.ndarray, float]:
+    """Rounds of moves from ``chosen`` (criterion ``value``) while one gains: the set found
+    and its criterion. ``ratio``: the scores to rank the first round by (None: beside
+    ``chosen``); ``alone``: the first round also scores each host alone (scored by the
+    start) and the small sets of the best of them."""
+    m = len(evaluator.arrays.lam)
+    polish = evaluator.calibration is not None and m <= _FLIP_ALL
     for _ in range(_MAX_ROUNDS):
         if ratio is None:
             ratio = _damage_per_share(evaluator, chosen)
         sets, valid = _neighbours(evaluator, chosen, ratio)
         if alone:
-            sets, valid = _with_singletons(sets, valid, m)
+            # in the same batch as the round's moves: a batch's fixed cost is most of a
+            # calibrated criterion's at a few dozen small sets
+            sets, valid = _stacked(*_stacked(sets, valid, *_singletons(m)),
+                                   *_small_sets(seen, m))
             alone = False
         values = _scored(evaluator, sets, valid, seen)
         index = int(np.argmin(values))
         gain = _GAIN if sets.shape[1] <= _ALL_PREFIXES else _WIDE_GAIN
+        if values[index] >= value * (1 - gain) and polish:
+            # where the rounds settle in a small pool: every swap, once
+            polish = False
+            inside = np.zeros(m, dtype=bool)
+            inside[chosen] = True
+            sets, valid = _moves(chosen, chosen, np.flatnonzero(~inside), len(chosen) + 1)
+            values = _scored(evaluator, sets, valid, seen)
+            index = int(np.argmin(values))
         if values[index] >= value * (1 - gain):
             break
         step = np.sort(sets[index][valid[index]])
@@ -125,7 +156,22 @@ def near_optimal(evaluator: SetEvaluator, exact: Callable[[SetEvaluator], list[i
         chosen, value = step, float(values[index])
         if moved > 2:
             ratio = None
-    return [int(i) for i in chosen]
+    return chosen, value
+
+
+def _small_sets(seen: dict[bytes, float], m: int) -> tuple[np.ndarray, np.ndarray]:
+    """The pairs of the _SMALL_PAIRS and the triples of the _SMALL_TRIPLES best-scored
+    singletons in ``seen``, padded to width 3 with a validity mask."""
+    alone = np.array([seen[np.array([k]).tobytes()] for k in range(m)])
+    best = np.argsort(alone, kind="stable").tolist()
+    rows = [*itertools.combinations(best[:_SMALL_PAIRS], 2),
+            *itertools.combinations(best[:_SMALL_TRIPLES], 3)]
+    sets = np.zeros((len(rows), 3), dtype=int)
+    valid = np.zeros(sets.shape, dtype=bool)
+    for row, members in enumerate(rows):
+        sets[row, :len(members)] = members
+        valid[row, :len(members)] = True
+    return sets, valid
 
 
 def _scored(evaluator: SetEvaluator, sets: np.ndarray, valid: np.ndarray,
@@ -179,14 +225,21 @@ def _neighbours(evaluator: SetEvaluator, chosen: np.ndarray, ratio: np.ndarray
     return np.concatenate(sets), np.concatenate(valid)
 
 
-def _with_singletons(sets: np.ndarray, valid: np.ndarray, m: int
-                     ) -> tuple[np.ndarray, np.ndarray]:
-    """The padded ``sets`` and their mask, followed by each of the m candidates alone."""
-    single = np.zeros((m, sets.shape[1]), dtype=int)
-    single[:, 0] = np.arange(m)
-    single_valid = np.zeros(single.shape, dtype=bool)
-    single_valid[:, 0] = True
-    return np.concatenate([sets, single]), np.concatenate([valid, single_valid])
+def _singletons(m: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each of the m candidates alone, as a padded (m, 1) set array and its mask."""
+    return np.arange(m)[:, None], np.ones((m, 1), dtype=bool)
+
+
+def _stacked(sets: np.ndarray, valid: np.ndarray, more: np.ndarray, more_valid: np.ndarray
+             ) -> tuple[np.ndarray, np.ndarray]:
+    """Two padded set arrays and their masks, one after the other at the wider width."""
+    width = max(sets.shape[1], more.shape[1])
+
+    def padded(array: np.ndarray) -> np.ndarray:
+        return np.pad(array, ((0, 0), (0, width - array.shape[1])))
+
+    return (np.concatenate([padded(sets), padded(more)]),
+            np.concatenate([padded(valid), padded(more_valid)]))
 
 
 def _sizes(m: int, near: int | None) -> np.ndarray:
@@ -200,13 +253,19 @@ def _sizes(m: int, near: int | None) -> np.ndarray:
 
 
 def _best_prefix(evaluator: SetEvaluator, orderings: np.ndarray, sizes: np.ndarray,
-                 refine: bool, seen: dict[bytes, float]) -> tuple[np.ndarray, float]:
+                 refine: bool, seen: dict[bytes, float], singles: bool = False
+                 ) -> tuple[np.ndarray, float]:
     """The best prefix of any of the (R, m) ``orderings`` among ``sizes`` (with ``refine``,
     refined on the best ordering between the neighbours of its best size until every size
-    there is tried): (members, criterion)."""
+    there is tried): (members, criterion). With ``singles`` (``sizes`` up to _ALL_PREFIXES),
+    each candidate alone is scored in the first batch too, into ``seen`` only."""
     best_value, best_set = np.inf, orderings[0, :1]
     while True:
-        values = _prefix_criteria(evaluator, orderings, sizes)  # (R, sizes)
+        values = _prefix_criteria(evaluator, orderings, sizes, singles)  # (R, sizes)
+        if singles:
+            values, alone = values[:-1, :len(sizes)], values[-1, :orderings.shape[1]]
+            seen.update((np.array([k]).tobytes(), float(v)) for k, v in enumerate(alone))
+            singles = False
         for row, ordering in enumerate(orderings):
             seen.update((np.sort(ordering[:size]).tobytes(), float(value))
                         for size, value in zip(sizes, values[row]))
@@ -227,16 +286,26 @@ def _best_prefix(evaluator: SetEvaluator, orderings: np.ndarray, sizes: np.ndarr
     return np.sort(best_set), best_value
 
 
-def _prefix_criteria(evaluator: SetEvaluator, orderings: np.ndarray, sizes: np.ndarray
-                     ) -> np.ndarray:
-    """(R, S) criteria of the first ``sizes`` hosts of each ordering."""
+def _prefix_criteria(evaluator: SetEvaluator, orderings: np.ndarray, sizes: np.ndarray,
+                     singles: bool = False) -> np.ndarray:
+    """(R, S) criteria of the first ``sizes`` hosts of each ordering; with ``singles`` (sizes
+    up to _ALL_PREFIXES) and then (R + 1, max(S, m)), the last row's first m each candidate
+    alone (in the same batch)."""
     count = len(orderings)
     if sizes[-1] <= _ALL_PREFIXES:
         # few and short: one padded batch
         width = int(sizes[-1])
         members = np.repeat(orderings[:, :width], len(sizes), axis=0)
         valid = np.tile(np.arange(width)[None, :] < sizes[:, None], (count, 1))
-        return evaluator.dense(members, valid, _SEARCH_TOL).reshape(count, len(sizes))
+        if not singles:
+            return evaluator.dense(members, valid, _SEARCH_TOL).reshape(count, len(sizes))
+        m = orderings.shape[1]
+        members, valid = _stacked(members, valid, *_singletons(m))
+        values = evaluator.dense(members, valid, _SEARCH_TOL)
+        out = np.full((count + 1, max(len(sizes), m)), np.inf)
+        out[:count, :len(sizes)] = values[:-m].reshape(count, len(sizes))
+        out[count, :m] = values[-m:]
+        return out
     # long prefixes differ in width by orders of magnitude: one call per size, no padding
     return np.stack([evaluator.dense(orderings[:, :size], rel_tol=_SEARCH_TOL)
                      for size in sizes], axis=1)

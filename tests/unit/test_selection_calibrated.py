@@ -205,3 +205,24 @@ def test_a_set_of_a_large_pool_is_scored_with_the_mixture_the_served_law_uses():
     for members, value in zip(sets, got):
         expected, _ = served_criterion([hosts[k] for k in members], work, calibration, backlog)
         assert value == pytest.approx(expected, rel=1e-6)
+
+
+@pytest.mark.parametrize("seed", [1035, 3140])
+def test_the_search_tries_the_pairs_and_triples_of_the_best_single_hosts(seed):
+    # pools of 10 where the search (forced) settled 5% and 11% above the minimum: the optimum
+    # is two or three of the best hosts alone, every set on the way there worse (brute force
+    # by the same evaluator)
+    rng = np.random.default_rng(seed)
+    count = int(rng.integers(9, 15))
+    hosts = mixed_pool(rng, count)
+    work = 3600.0 * count * rng.uniform(0.1, 2.0)
+    calibration = random_calibration(rng, hosts, rng.uniform(0.3, 0.5))
+    ordered = sorted(hosts, key=lambda h: -h.capacity)
+    evaluator = SetEvaluator(_arrays(ordered, None), work, "lognormal", "equal-mean",
+                             calibration, [h.name for h in ordered])
+    every = [list(c) for size in range(1, count + 1)
+             for c in itertools.combinations(range(count), size)]
+    best = evaluator.criteria(every).min()
+    index = {h.name: k for k, h in enumerate(ordered)}
+    plan = schedule(hosts, work, calibration=calibration, max_optimal_hosts=0)
+    assert evaluator.criteria([[index[h.name] for h in plan.hosts]])[0] <= best * 1.01
