@@ -19,6 +19,7 @@ import subprocess
 import sys
 import time
 
+import psutil
 import pytest
 
 distributed = pytest.importorskip("distributed")
@@ -345,7 +346,10 @@ def test_ghs_worker_runs_idle_marked_and_labelled(dask_cluster, tmp_path):
         try:
             process.wait(60)
         except subprocess.TimeoutExpired:
-            # starved like the start (every core busy): SIGKILL needs no CPU of its own
+            # starved like the start (every core busy): SIGKILL needs no CPU of its own, and
+            # the worker it runs in its own session would outlive it
+            for child in psutil.Process(process.pid).children(recursive=True):
+                child.kill()
             process.kill()
             process.wait(30)
             if not starved:
