@@ -107,13 +107,11 @@ class Estimate:
 
 def pooled_service(measurements: Iterable[Measurement]) -> tuple[int, float, float | None]:
     """(count, mean seconds, sample std dev seconds or None) of all exited jobs together."""
-    count = 0
-    total = 0.0
-    squares = 0.0
-    for m in measurements:
-        count += m.service_count
-        total += m.service_sum_seconds
-        squares += m.service_sum_squares
+    totals = WindowTotals.of(list(measurements))
+    return _pooled(totals.service_count, totals.service_sum_seconds, totals.service_sum_squares)
+
+
+def _pooled(count: int, total: float, squares: float) -> tuple[int, float, float | None]:
     if count == 0:
         return 0, math.nan, None
     mean = total / count
@@ -123,6 +121,45 @@ def pooled_service(measurements: Iterable[Measurement]) -> tuple[int, float, flo
     return count, mean, math.sqrt(max(variance, 0.0))
 
 
+@dataclass(frozen=True)
+class WindowTotals:
+    """What the 24-hour estimate pools from a window's measurements.
+
+    ``observed_seconds`` and ``rho_seconds`` (sum of rho x interval) and ``busy_cpu_seconds``
+    are exactly rounded sums (``math.fsum``); the service sums are running sums in the
+    measurements' order, as the sensors add them. Whoever builds these from stored columns
+    must sum the same way for the estimate to be the sensors' to the bit.
+    """
+
+    measurements: int
+    observed_seconds: float
+    arrivals: int
+    rho_seconds: float
+    service_count: int
+    service_sum_seconds: float
+    service_sum_squares: float
+    busy_cpu_seconds: float
+    fork_counter_measurements: int
+
+    @classmethod
+    def of(cls, measurements: Sequence[Measurement]) -> WindowTotals:
+        count = 0
+        total = squares = 0.0
+        for m in measurements:
+            count += m.service_count
+            total += m.service_sum_seconds
+            squares += m.service_sum_squares
+        return cls(
+            measurements=len(measurements),
+            observed_seconds=math.fsum(m.interval_seconds for m in measurements),
+            arrivals=sum(m.arrivals for m in measurements),
+            rho_seconds=math.fsum(m.rho * m.interval_seconds for m in measurements),
+            service_count=count, service_sum_seconds=total, service_sum_squares=squares,
+            busy_cpu_seconds=math.fsum(m.busy_cpu_seconds for m in measurements),
+            fork_counter_measurements=sum(1 for m in measurements
+                                          if m.lambda_source == "fork_counter"))
+
+
 def adapt_avg(measurements: Iterable[Measurement], *, now: float,
               window_seconds: float = DAY_SECONDS,
               history_start: float | None = None) -> Estimate:
@@ -130,30 +167,49 @@ def adapt_avg(measurements: Iterable[Measurement], *, now: float,
 
     ``history_start``: when the first measurement ever started (None: no history).
     """
+    _check_window(window_seconds)
+    chosen = [m for m in measurements if now - window_seconds < m.end_time <= now]
+    return _estimate(WindowTotals.of(chosen), now, window_seconds, history_start)
+
+
+def estimate_from_totals(totals: WindowTotals, *, now: float,
+                         window_seconds: float = DAY_SECONDS,
+                         history_start: float | None = None) -> Estimate:
+    """:func:`adapt_avg` from the totals of the measurements that ended in
+    (now - window, now] (for a caller that keeps them as columns)."""
+    _check_window(window_seconds)
+    return _estimate(totals, now, window_seconds, history_start)
+
+
+def _check_window(window_seconds: float) -> None:
     if not window_seconds > 0:
         raise InvalidArgumentError(f"window must be > 0 s, got {window_seconds!r}",
                                    field="window_seconds", value=window_seconds)
-    chosen = [m for m in measurements if now - window_seconds < m.end_time <= now]
+
+
+def _estimate(totals: WindowTotals, now: float, window_seconds: float,
+              history_start: float | None) -> Estimate:
     history = 0.0 if history_start is None else max(0.0, now - history_start)
-    observed = math.fsum(m.interval_seconds for m in chosen)
+    observed = totals.observed_seconds
     lam = rho = mu = sigma = None
     mu_source = None
     if observed > 0:
-        lam = sum(m.arrivals for m in chosen) / observed
-        rho = math.fsum(m.rho * m.interval_seconds for m in chosen) / observed
-        count, mean, sigma = pooled_service(chosen)
+        lam = totals.arrivals / observed
+        rho = totals.rho_seconds / observed
+        count, mean, sigma = _pooled(totals.service_count, totals.service_sum_seconds,
+                                     totals.service_sum_squares)
         if count > 0:
             mu = 1.0 / mean if mean > 0 else None
             mu_source = "accounting"
         else:
-            busy = math.fsum(m.busy_cpu_seconds for m in chosen)
-            arrivals = sum(m.arrivals for m in chosen)
+            busy = totals.busy_cpu_seconds
+            arrivals = totals.arrivals
             if busy > 0 and arrivals > 0:
                 mu, mu_source = arrivals / busy, "utilisation"
-    fallback = sum(1 for m in chosen if m.lambda_source == "fork_counter")
+    chosen = totals.measurements
     return Estimate(
-        time=now, lam=lam, rho=rho, mu=mu, sigma=sigma, measurements=len(chosen),
-        service_count=sum(m.service_count for m in chosen), observed_seconds=observed,
+        time=now, lam=lam, rho=rho, mu=mu, sigma=sigma, measurements=chosen,
+        service_count=totals.service_count, observed_seconds=observed,
         window_seconds=window_seconds, history_seconds=history,
         provisional=history < window_seconds, mu_source=mu_source,
-        fork_counter_share=fallback / len(chosen) if chosen else 0.0)
+        fork_counter_share=totals.fork_counter_measurements / chosen if chosen else 0.0)

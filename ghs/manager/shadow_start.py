@@ -17,15 +17,18 @@ import numpy as np
 from ghs.manager.estimates import model_parameters
 from ghs.manager.realised import CapacitySeries
 from ghs.manager.state import host_backlog
-from ghs.record import sensor_measurement
 from scheduler import Host
 from scheduler.backlog import Backlog
-from sensors.estimates import adapt_avg
+from sensors.estimates import WindowTotals, estimate_from_totals
 
 DAY_SECONDS = 86400.0
 # a saturated hour still gets a prediction (the manager would exclude the host, the shadow
 # launch is a record of the model, not a served answer)
 RHO_CAP = 0.95
+
+# per-row columns of ``ShadowInputs.totals``
+_TOTALS = ("interval_seconds", "arrivals", "rho", "service_count", "service_sum_seconds",
+           "service_sum_squares", "busy_cpu_seconds", "fork_counter")
 
 
 @dataclass(frozen=True, eq=False)
@@ -34,16 +37,18 @@ class ShadowInputs:
 
     cores: int
     tau: float
-    rows: list[dict[str, Any] | None]
     end: np.ndarray
     capacity: CapacitySeries
     snapshots: list[dict[str, Any]]
     snapshot_times: np.ndarray
     templates: list[dict[str, Any]]
-    _measurements: list[Any] = field(default_factory=list, repr=False)
-    # per row (start, end, lam, rho, tau): what bins and the speed need, kept after a row is
-    # converted and its stored form let go (a manager keeps a day of these per host)
+    # per row (start, end, lam, rho, tau): what bins and the speed need (a manager keeps a
+    # day of these per host)
     spans: list[tuple[Any, ...]] = field(default_factory=list, repr=False)
+    # (rows, len(_TOTALS)): what the 24-hour estimate pools, per row (the stored rows
+    # themselves are let go once read)
+    totals: np.ndarray = field(default_factory=lambda: np.empty((0, len(_TOTALS))),
+                               repr=False)
 
     @classmethod
     def load(cls, store: Any, host_id: str, cores: int, *, since_epoch_seconds: float,
@@ -56,20 +61,20 @@ class ShadowInputs:
         launches look at: a host's every snapshot decoded again each hour costs more than
         the launch).
         ``previous``: this host's inputs of an earlier catch-up; only what was stored since
-        is read (its measurements converted once), unless the store holds rows it did not
-        see (a measurement stored late), when everything is read again."""
+        is read (its rows read once), unless the store holds rows it did not see (a
+        measurement stored late), when everything is read again."""
         rows_since = max(since_epoch_seconds, rows_since_epoch_seconds or -math.inf)
-        rows: list[dict[str, Any] | None] | None = None
+        spans: list[tuple[Any, ...]] | None = None
         capacity, end = None, None
-        if previous is not None and previous.cores == cores and previous.rows:
+        if previous is not None and previous.cores == cores and previous.spans:
+            held_before = len(previous.spans)
             keep = int(np.searchsorted(previous.end, rows_since, side="right"))
             newer = store.measurements(host_id, since_end=float(previous.end[-1]))
             held = store.db.execute("SELECT COUNT(*) FROM measurements WHERE host_id = ? AND "
                                     "end_epoch_seconds > ?", [host_id, rows_since]).fetchone()
-            if keep < len(previous.rows) and held[0] == len(previous.rows) - keep + len(newer):
-                rows = previous.rows[keep:] + newer
-                converted = previous._measurements[keep:] + [None] * len(newer)
+            if keep < held_before and held[0] == held_before - keep + len(newer):
                 spans = previous.spans[keep:] + _spans(newer)
+                totals = np.concatenate([previous.totals[keep:], _totals(newer)])
                 # the ends held extended (not rebuilt from a day of rows every hour)
                 end = np.concatenate([previous.end[keep:], np.array(
                     [span[1] for span in spans[len(spans) - len(newer):]], dtype=float)])
@@ -77,9 +82,9 @@ class ShadowInputs:
                     CapacitySeries.from_rows(store.streams.capacity(
                         host_id, since_epoch_seconds=max(previous.capacity.covered_until,
                                                          since_epoch_seconds)), cores))
-        if rows is None:
+        if spans is None:
             rows = store.measurements(host_id, since_end=rows_since)
-            converted, spans = [None] * len(rows), _spans(rows)
+            spans, totals = _spans(rows), _totals(rows)
         if capacity is None:
             capacity = CapacitySeries.from_rows(store.streams.capacity(
                 host_id, since_epoch_seconds=since_epoch_seconds), cores)
@@ -102,29 +107,34 @@ class ShadowInputs:
             key=lambda s: s["epoch_seconds"])
         if end is None:
             end = np.array([span[1] for span in spans], dtype=float)
-        return cls(cores, float(tau), rows, end,
-                   capacity, snapshots,
+        return cls(cores, float(tau), end, capacity, snapshots,
                    np.array([s["epoch_seconds"] for s in snapshots], dtype=float),
-                   store.streams.templates(host_id), converted, spans)
+                   store.streams.templates(host_id), spans, totals)
 
     def trimmed(self, rows_since_epoch_seconds: float, since_epoch_seconds: float
                 ) -> ShadowInputs:
         """Only what a later catch-up from these times on reads again (what a track keeps;
         snapshots and templates are read anew each time)."""
         keep = int(np.searchsorted(self.end, rows_since_epoch_seconds, side="right"))
-        return replace(self, rows=self.rows[keep:], end=self.end[keep:],
+        return replace(self, end=self.end[keep:],
                        capacity=self.capacity.since(since_epoch_seconds), snapshots=[],
-                       snapshot_times=np.empty(0), templates=[],
-                       _measurements=self._measurements[keep:], spans=self.spans[keep:])
+                       snapshot_times=np.empty(0), templates=[], spans=self.spans[keep:],
+                       totals=self.totals[keep:])
 
-    def measurements(self, first: int, stop: int) -> list[Any]:
-        """Rows ``first`` to ``stop`` as the sensors' Measurements (each converted once)."""
-        kept, rows = self._measurements, self.rows
-        for k in range(first, stop):
-            if kept[k] is None:
-                kept[k] = sensor_measurement(rows[k], self.cores)
-                rows[k] = None
-        return kept[first:stop]
+    def window_totals(self, first: int, stop: int) -> WindowTotals:
+        """What the sensors' 24-hour estimate pools from rows ``first`` to ``stop``, summed
+        as :meth:`sensors.estimates.WindowTotals.of` sums it (the same estimate to the bit):
+        exactly rounded sums where it takes ``math.fsum``, running sums in row order where it
+        adds as it goes."""
+        rows = self.totals[first:stop]
+        interval, arrivals, rho, count, total, squares, busy, fork = rows.T
+        return WindowTotals(
+            measurements=len(rows), observed_seconds=math.fsum(interval),
+            arrivals=int(arrivals.sum()), rho_seconds=math.fsum(rho * interval),
+            service_count=int(count.sum()),
+            service_sum_seconds=float(np.cumsum(total)[-1]) if len(rows) else 0.0,
+            service_sum_squares=float(np.cumsum(squares)[-1]) if len(rows) else 0.0,
+            busy_cpu_seconds=math.fsum(busy), fork_counter_measurements=int(fork.sum()))
 
     def bin_means(self, index: int, bin_seconds: float) -> tuple[float, float]:
         """Interval-weighted means of lam (1/s) and rho over the measurements whose midpoint
@@ -157,6 +167,18 @@ class ShadowInputs:
         return backlog
 
 
+def _totals(rows: list[dict[str, Any]]) -> np.ndarray:
+    """(rows, len(_TOTALS)) of stored measurement rows, as ``ghs.record.sensor_measurement``
+    reads them (a row without a lambda source counts as accounting)."""
+    out = np.empty((len(rows), len(_TOTALS)))
+    for k, row in enumerate(rows):
+        out[k] = (row["end_epoch_seconds"] - row["start_epoch_seconds"],
+                  row["jobs_started"] + row["jobs_between"], row["rho"], row["service_count"],
+                  row["service_cpu_seconds_sum"], row["service_cpu_seconds_sum_squares"],
+                  row["busy_cpu_seconds"], row.get("lambda_source") == "fork_counter")
+    return out
+
+
 def _spans(rows: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
     return [(row["start_epoch_seconds"], row["end_epoch_seconds"], row["lam_per_second"],
              row["rho"], row.get("tau")) for row in rows]
@@ -165,14 +187,14 @@ def _spans(rows: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
 def host_at(host_id: str, inputs: ShadowInputs, at: float) -> Host | None:
     """The 24-hour host the manager would have served at ``at`` (None before any arrival
     was measured)."""
-    # the rows ended in (at - 1 day, at], as the sensors' measurements (converted once)
+    # the rows ended in (at - 1 day, at], pooled as the sensors pool their measurements
     first, k = np.searchsorted(inputs.end, [at - DAY_SECONDS, at], side="right")
-    recent = inputs.measurements(int(first), int(k))
-    if not recent:
+    if k <= first:
         return None
     # no history start: it only says whether the estimate is provisional, which a launch
     # does not use (and finding it scans all the host's measurements every hour)
-    estimate = adapt_avg(recent, now=at, window_seconds=DAY_SECONDS)
+    estimate = estimate_from_totals(inputs.window_totals(int(first), int(k)), now=at,
+                                    window_seconds=DAY_SECONDS)
     if estimate.lam is None or estimate.rho is None:
         return None
     lam, mu, sigma, _ = model_parameters(estimate, inputs.cores)

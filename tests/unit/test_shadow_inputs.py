@@ -3,12 +3,16 @@ everything again, and everything is read again when a measurement was stored lat
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
-from ghs.manager.shadow_start import ShadowInputs, host_at
+from ghs.manager.shadow_start import ShadowInputs, _totals, host_at
 from ghs.manager.simulated_feed import ZERO_EPOCH_SECONDS, ManagerFeed, poisson_jobs
 from ghs.manager.store import ManagerStore
+from ghs.record import sensor_measurement
+from sensors.estimates import adapt_avg, estimate_from_totals
 
 DAY = 86400.0
 
@@ -31,8 +35,7 @@ def _same(extended, fresh):
     for name in ("start", "end", "free"):
         assert getattr(extended.capacity, name).tolist() == getattr(fresh.capacity,
                                                                       name).tolist()
-    assert extended.measurements(0, len(extended.end)) == fresh.measurements(0,
-                                                                             len(fresh.end))
+    assert extended.totals.tolist() == fresh.totals.tolist()
     at = float(extended.end[-1])
     assert host_at("ws1", extended, at) == host_at("ws1", fresh, at)
 
@@ -53,6 +56,44 @@ def test_an_extended_catch_up_reads_what_a_full_one_does(feed):
                               rows_since_epoch_seconds=rows_since)
     assert extended.end[-1] > before.end[-1]
     _same(extended, fresh)
+
+
+def test_the_24_hour_estimate_is_the_sensors_own_to_the_bit(feed):
+    # the launches pool stored columns; the manager's answers pool the sensors'
+    # Measurements: one host, one hour, one estimate (fork-counter rows without accounting
+    # among them, where mu comes from the utilisation law)
+    store, _ = feed
+    since = ZERO_EPOCH_SECONDS - DAY
+    rows = [dict(row) for row in store.measurements("ws1", since_end=since)]
+    # full mantissas everywhere: sums taken another way (in another order, or rounded at
+    # each step where the sensors round once) come out different in the last bits
+    rng = np.random.default_rng(4)
+    for row in rows:
+        total = rng.lognormal(5.0, 2.0) * row["service_count"]
+        row.update(rho=rng.uniform(0.0, 1.0), busy_cpu_seconds=rng.uniform(0.0, 300.0),
+                   service_cpu_seconds_sum=total,
+                   service_cpu_seconds_sum_squares=total**2 * rng.uniform(1.0, 3.0))
+    for row in rows[::3]:
+        row.update(lambda_source="fork_counter", service_count=0, service_cpu_seconds_sum=0.0,
+                   service_cpu_seconds_sum_squares=0.0)
+    inputs = ShadowInputs.load(store, "ws1", 1, since_epoch_seconds=since)
+    inputs = dataclasses.replace(inputs, totals=_totals(rows))
+    measured = [sensor_measurement(row, 1) for row in rows]
+    no_accounting = [{**row, "lambda_source": "fork_counter", "service_count": 0,
+                      "service_cpu_seconds_sum": 0.0, "service_cpu_seconds_sum_squares": 0.0}
+                     for row in rows]
+    for at in inputs.end[[len(rows) // 3, len(rows) // 2, -1]] + [0.0, 0.5, 0.0]:
+        first, stop = np.searchsorted(inputs.end, [at - DAY, at], side="right")
+        pooled = estimate_from_totals(inputs.window_totals(int(first), int(stop)), now=at)
+        assert pooled == adapt_avg(measured, now=at)
+        assert 0 < pooled.fork_counter_share < 1 and pooled.mu_source == "accounting"
+    middle = slice(len(rows) // 2 - 20, len(rows) // 2 + 20)
+    sparse = [sensor_measurement(row, 1) for row in no_accounting[middle]]
+    stripped = dataclasses.replace(inputs, totals=_totals(no_accounting))
+    now = inputs.end[middle.stop - 1]
+    pooled = estimate_from_totals(stripped.window_totals(middle.start, middle.stop), now=now)
+    assert pooled == adapt_avg(sparse, now=now)
+    assert pooled.mu_source == "utilisation"
 
 
 def test_a_measurement_stored_late_makes_it_read_everything(feed):
