@@ -13,6 +13,7 @@ import numpy as np
 from scheduler import backlog as backlog_laws
 from scheduler import completion
 from scheduler.backlog import ATOMS, Backlog, BacklogArrays
+from scheduler.calibrated_screen import screen_moments
 from scheduler.calibrated_selection import (
     SelectionCalibration,
     calibrated_host_log_cdf,
@@ -249,6 +250,10 @@ class SetEvaluator:
         factors = nearest_factors(self.factor_table[members],
                                   np.asarray(self.calibration.lengths_seconds), dedicated)
         factors = np.where(shares[..., None] > 0, factors, 1.0)
+        if rel_tol > _CALIBRATED_TOL and self._atoms is None:
+            # a search screening sets: the served law's figures without the quadrature
+            return screen_moments(servers, np.where(shares > 0, dedicated, 0.0), factors,
+                                  np.asarray(self.calibration.levels))
         tol = rel_tol if rel_tol <= _CALIBRATED_TOL else _CALIBRATED_SCREEN_TOL
         exact = np.zeros(len(members), dtype=bool) if self._atoms is None else (
             np.where(shares > 0, self._atoms[members], 0).sum(axis=1) <= MIXTURE_MAX_COMPONENTS)
