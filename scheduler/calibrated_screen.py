@@ -28,9 +28,8 @@ from typing import Any
 
 import numpy as np
 
-from scheduler import fits
 from scheduler.calibrated import GRID_POINTS, _level_map
-from scheduler.calibrated_selection import _window_cdf
+from scheduler.calibrated_selection import _quantiles, _window_cdf
 from scheduler.model import Servers
 
 # points of the model law's own grid, for its moments
@@ -55,9 +54,15 @@ def screen_moments(servers: Any, dedicated_seconds: np.ndarray, factors: np.ndar
     count = len(dedicated_seconds)
     pair_set, pair_host = np.nonzero(dedicated_seconds > 0)
     pairs: Servers = servers.take((pair_set[:, None], pair_host[:, None]))  # (P, 1)
-    t, q, mult = pairs.t[:, 0], pairs.q[:, 0], pairs.mult[:, 0]
+    t, mult = pairs.t[:, 0], pairs.mult[:, 0]
     starts = np.searchsorted(pair_set, np.arange(count))
-    model_mean, model_var = _model_moments(pairs, pair_set, starts)
+    # where each pair's survival falls below 1e-12 and 1e-20 (F then rounds to 1), and
+    # where its delay starts (its 1e-9 quantile)
+    per_server = np.maximum(mult, 1.0)[:, None]
+    bounds = pairs.upper_bound(np.concatenate([
+        np.array([[1e-12, _ROUNDS_TO_ONE]]) / per_server,
+        np.maximum(pairs.q * (1 - 1e-9), 1e-300)], axis=1))
+    model_mean, model_var = _model_moments(pairs, pair_set, starts, bounds[:, [0, 2]])
     # the served law's grid (calibrated_selection.calibrated_moments)
     low = 0.05 * np.minimum.reduceat(t, starts)
     high = ((model_mean + 12.0 * np.sqrt(model_var)) * np.maximum(1.0, factors.max(axis=(1, 2)))
@@ -66,57 +71,34 @@ def screen_moments(servers: Any, dedicated_seconds: np.ndarray, factors: np.ndar
     grid = np.exp(np.linspace(np.log(low), np.log(high), GRID_POINTS, axis=1))  # (B, K)
     log_low = np.log(grid[:, 0])
     log_step = (np.log(grid[:, -1]) - log_low) / (GRID_POINTS - 1)
-    pair_grid = grid[pair_set]
-    # the model quantiles where F = L: (1 - q sf(y)) = L^(1 / mult), t itself within the atom
-    need = -np.expm1(np.log(levels)[None, :] / mult[:, None])  # (P, L)
-    atom = need >= q[:, None]
-    with np.errstate(invalid="ignore", divide="ignore"):
-        delay = fits.isf(pairs.code, pairs.p1, pairs.p2,
-                         np.where(atom, 1.0, need / np.where(atom, 1.0, q[:, None])))
-    exact_q = t[:, None] + np.where(atom, 0.0, delay)
-    # as the served law finds them: the first grid point where F reaches the level, and
-    # linear between it and the one before
-    above = _first_at_or_above(pair_grid, log_low[pair_set], log_step[pair_set], exact_q)
     last = GRID_POINTS - 1
-    hi = np.clip(above, 1, last)
-    x_lo = np.take_along_axis(pair_grid, hi - 1, axis=1)
-    x_hi = np.take_along_axis(pair_grid, hi, axis=1)
-    f_lo, f_hi = np.split(_cdf(pairs, np.concatenate([x_lo, x_hi], axis=1)), 2, axis=1)
-    rise = f_hi - f_lo
-    step = np.divide(levels - f_lo, rise, out=np.ones_like(rise), where=rise > 0)
-    model_q = np.where(above == 0, pair_grid[:, :1], np.where(
-        above > last, pair_grid[:, -1:], x_lo + np.clip(step, 0.0, 1.0) * (x_hi - x_lo)))
+    # Each member's CDF on the set's columns from just before its first start (before, every
+    # F is 0) to where every F rounds to 1 (or the grid's end): there the served law reads its
+    # quantiles and F at the reported ones, and integrates.
+    first = np.clip(np.floor((np.log(np.minimum.reduceat(t, starts)) - log_low) / log_step)
+                    - 1, 0, last).astype(np.int64)
+    end = np.maximum.reduceat(bounds[:, 1], starts)
+    stop = np.clip(np.ceil((np.log(end) - log_low) / log_step), 0, last).astype(np.int64)
+    width = int((stop - first).max()) + 1
+    columns = np.minimum(first[:, None] + np.arange(width), last)
+    window = np.take_along_axis(grid, columns, axis=1)  # (B, W), repeated last point past it
+    pair_window = window[pair_set]
+    with np.errstate(invalid="ignore"):
+        cdf = np.maximum.accumulate(_cdf(pairs, pair_window), axis=1)
+    model_q = _quantiles(pair_window, cdf, levels)
     reported = np.maximum.accumulate(model_q * factors[pair_set, pair_host], axis=1)
-    # F at the reported quantiles, linear between grid points (calibrated_selection._interp)
-    hi = np.clip(np.ceil((np.log(np.maximum(reported, 1e-300)) - log_low[pair_set, None])
-                         / log_step[pair_set, None]), 1, last).astype(np.int64)
-    x_lo = np.take_along_axis(pair_grid, hi - 1, axis=1)
-    x_hi = np.take_along_axis(pair_grid, hi, axis=1)
-    f_lo, f_hi = np.split(_cdf(pairs, np.concatenate([x_lo, x_hi], axis=1)), 2, axis=1)
-    frac = np.clip((reported - x_lo) / (x_hi - x_lo), 0.0, 1.0)
-    knots = np.clip(np.maximum.accumulate(f_lo + frac * (f_hi - f_lo), axis=1), 0.0, 1.0)
+    knots = np.clip(np.maximum.accumulate(_interp_columns(
+        cdf, reported, log_low[pair_set], log_step[pair_set], first[pair_set], pair_window),
+        axis=1), 0.0, 1.0)
     # Before the latest start of a member whose map keeps 0 at 0 (else the first start) both
     # CDFs are constant: the model's 0, the task's the product of the maps at 0.
-    at_zero = _level_map(np.zeros((len(knots), 1)), knots, levels)[:, 0]
+    # (the map at 0: the levels whose knots are at 0 are steps there, _level_map's tie rule)
+    at_zero = (knots <= 0) @ np.diff(levels, prepend=0.0)
     holds = at_zero <= 0
     begin = np.maximum.reduceat(np.where(holds, t, 0.0), starts)
     begin = np.where(begin > 0, begin, np.minimum.reduceat(t, starts))
     constant = np.multiply.reduceat(at_zero, starts) * (begin > 0)
     constant = np.where(np.maximum.reduceat(holds.astype(float), starts) > 0, 0.0, constant)
-    # the window's end: every member's calibrated survival (past its last knot
-    # (1 - last level) S_F(x) / S_F(reported)) and model survival below _TAIL
-    scale = np.minimum(np.maximum(1.0 - knots[:, -1], 0.0) / (1.0 - levels[-1]), 1.0)
-    target = np.maximum(_TAIL * scale, _ROUNDS_TO_ONE) / np.maximum(mult, 1.0)
-    end = np.maximum.reduceat(np.maximum(pairs.upper_bound(target[:, None])[:, 0],
-                                         reported[:, -1]), starts)
-    first = np.maximum(_first_at_or_above(grid, log_low, log_step, begin[:, None])[:, 0] - 1,
-                       0)
-    stop = np.minimum(_first_at_or_above(grid, log_low, log_step, end[:, None])[:, 0], last)
-    width = int((stop - first).max()) + 1
-    columns = np.minimum(first[:, None] + np.arange(width), last)
-    window = np.take_along_axis(grid, columns, axis=1)  # (B, W), repeated last point past it
-    with np.errstate(invalid="ignore"):
-        cdf = np.maximum.accumulate(_cdf(pairs, window[pair_set]), axis=1)
     task = np.maximum.accumulate(
         np.maximum(np.multiply.reduceat(_level_map(cdf, knots, levels), starts, axis=0),
                    constant[:, None]), axis=1)
@@ -131,28 +113,27 @@ def screen_moments(servers: Any, dedicated_seconds: np.ndarray, factors: np.ndar
     return mean, np.maximum(second - mean**2, 0.0)
 
 
-def _model_moments(pairs: Servers, pair_set: np.ndarray, starts: np.ndarray
-                   ) -> tuple[np.ndarray, np.ndarray]:
+def _model_moments(pairs: Servers, pair_set: np.ndarray, starts: np.ndarray,
+                   bounds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(mean, variance) of each set's model law: 0 before its last start, then on a grid of
     _MODEL_POINTS geometric in the time since, to where every member's survival is below
-    1e-12; moments about the last start (the variance is then no small difference)."""
-    t, mult = pairs.t[:, 0], pairs.mult[:, 0]
+    1e-12; moments about the last start (the variance is then no small difference).
+    ``bounds``: (P, 2) where each pair's survival falls below 1e-12 and its delay's 1e-9
+    quantile (where it starts to fall)."""
+    t = pairs.t[:, 0]
     begin = np.maximum.reduceat(t, starts)
-    end = np.maximum.reduceat(pairs.upper_bound((1e-12 / np.maximum(mult, 1.0))[:, None])[:, 0],
-                              starts)
-    span = np.maximum(end - begin, 1e-9 * begin)
-    # where the first member's survival starts to fall (its delay's 1e-9 quantile, or at
-    # once where it started before the last start)
-    onset = np.minimum.reduceat(t + np.where(pairs.q[:, 0] > 0, pairs.upper_bound(
-        np.maximum(pairs.q[:, 0] * (1 - 1e-9), 1e-300)[:, None])[:, 0] - t, np.inf), starts)
+    span = np.maximum(np.maximum.reduceat(bounds[:, 0], starts) - begin, 1e-9 * begin)
+    # where the first member's survival starts to fall (or at once, where a member started
+    # before the last start)
+    onset = np.minimum.reduceat(np.where(pairs.q[:, 0] > 0, bounds[:, 1], np.inf), starts)
     near = np.clip(onset - begin, np.minimum(_MODEL_SPAN * begin, 0.5 * span), 0.5 * span)
     # trapezoids in log time since the last start, spectrally accurate for a smooth law
     # (its survival about constant below ``near``, its tail negligible past ``span``)
-    since = np.geomspace(near, span, _MODEL_POINTS, axis=1)
+    step = np.log(span / near) / (_MODEL_POINTS - 1)
+    since = near[:, None] * np.exp(step[:, None] * np.arange(_MODEL_POINTS))
     with np.errstate(invalid="ignore"):
         cdf = _cdf(pairs, (begin[:, None] + since)[pair_set])
     survival = 1.0 - np.maximum.accumulate(np.multiply.reduceat(cdf, starts, axis=0), axis=1)
-    step = np.log(span / near) / (_MODEL_POINTS - 1)
     weight = since * step[:, None]
     weight[:, [0, -1]] /= 2
     # below ``near`` the survival is its first value: that part exactly, and the rule's
@@ -163,23 +144,29 @@ def _model_moments(pairs: Servers, pair_set: np.ndarray, starts: np.ndarray
     return begin + first, np.maximum(second - first**2, 0.0)
 
 
+def _interp_columns(cdf: np.ndarray, x: np.ndarray, log_low: np.ndarray,
+                    log_step: np.ndarray, first: np.ndarray, window: np.ndarray) -> np.ndarray:
+    """(P, L) each row's CDF at its times ``x``, linear between the points of its set's grid
+    as ``calibrated_selection._interp`` reads it on the whole grid, from the row's ``cdf``
+    on its ``window`` (P, W) of that grid from column ``first`` (0 before it, and the
+    window's last value past it)."""
+    last = GRID_POINTS - 1
+    hi = np.clip(np.ceil((np.log(np.maximum(x, 1e-300)) - log_low[:, None])
+                         / log_step[:, None]), 1, last).astype(np.int64) - first[:, None]
+    top = cdf.shape[1] - 1
+    rows = np.arange(len(cdf))[:, None]
+    lo_at, hi_at = np.clip(hi - 1, 0, top), np.clip(hi, 0, top)
+    f_lo = np.where(hi - 1 < 0, 0.0, cdf[rows, lo_at])
+    f_hi = np.where(hi < 0, 0.0, cdf[rows, hi_at])
+    x_lo = window[rows, lo_at]
+    x_hi = window[rows, hi_at]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        frac = np.clip((x - x_lo) / (x_hi - x_lo), 0.0, 1.0)
+    # below the window F is 0 (frac's value is then moot), past it the window's last value
+    frac = np.where(x_hi > x_lo, frac, 0.0)
+    return f_lo + frac * (f_hi - f_lo)
+
+
 def _cdf(pairs: Servers, x: np.ndarray) -> np.ndarray:
     """(P, W) model CDF of each pair's host at its times ``x``, the served law's arithmetic."""
     return _window_cdf(pairs, x)
-
-
-def _first_at_or_above(grid: np.ndarray, log_low: np.ndarray, log_step: np.ndarray,
-                       x: np.ndarray) -> np.ndarray:
-    """(R, L) index of the first point of each row's geometric ``grid`` (R, K) at or above
-    each of its times ``x`` (R, L); K where none is."""
-    last = grid.shape[1] - 1
-    with np.errstate(divide="ignore"):
-        guess = np.ceil((np.log(x) - log_low[:, None]) / log_step[:, None])
-    index = np.clip(np.nan_to_num(guess, nan=0.0, neginf=0.0, posinf=last + 1.0), 0,
-                    last + 1).astype(np.int64)
-    # the guess can be one off either way where x is within rounding of a point
-    below = np.take_along_axis(grid, np.clip(index - 1, 0, last), axis=1)
-    index = np.where((index > 0) & (below >= x), index - 1, index)
-    at = np.take_along_axis(grid, np.clip(index, 0, last), axis=1)
-    return np.where((index <= last) & (at < x), index + 1, index)
-
