@@ -29,7 +29,7 @@ from scheduler.calibrated import GRID_POINTS, _level_map
 from scheduler.conformal import LEVELS
 from scheduler.errors import InvalidArgumentError
 from scheduler.host_cdf import _power
-from scheduler.model import MixtureServers
+from scheduler.model import MixtureServers, Servers
 
 # a survival below this leaves F = 1 - survival equal to 1 in double precision, whatever
 # the mult (up to thousands) and groups
@@ -149,6 +149,12 @@ def calibrated_host_log_cdf(servers: Any, log_cdf: np.ndarray, factors: np.ndarr
     figures; this ranks hosts, it does not score sets)."""
     hosts = servers.t.shape[1]
     rows = servers.take((np.zeros((hosts, 1), dtype=int), np.arange(hosts)[:, None]))
+    if isinstance(rows, Servers) and hosts == len(factors):
+        # one plain server type per host: its quantiles in closed form, and F at the
+        # reported ones exactly (not read on a grid; 3-4 times cheaper)
+        knots = _exact_knots(rows, factors, levels)
+        with np.errstate(divide="ignore"):
+            return np.log(_level_map(np.exp(log_cdf).T, knots, levels)).T
     start = np.maximum(completion.start_point(rows), 1e-9)
     end = np.maximum(np.max(np.where(rows.mult > 0, rows.upper_bound(1e-9), 0.0), axis=1),
                      2.0 * start)
@@ -159,6 +165,20 @@ def calibrated_host_log_cdf(servers: Any, log_cdf: np.ndarray, factors: np.ndarr
     knots = np.clip(np.maximum.accumulate(_interp(grid, cdf, reported), axis=1), 0.0, 1.0)
     with np.errstate(divide="ignore"):
         return np.log(_level_map(np.exp(log_cdf).T, knots, levels)).T
+
+
+def _exact_knots(rows: Servers, factors: np.ndarray, levels: np.ndarray) -> np.ndarray:
+    """(n, levels) F of each row's single server type (n, 1) at its reported quantiles (its
+    model quantiles times ``factors``), non-decreasing: where F = L,
+    1 - q sf(x - t) = L^(1 / mult), at t itself within the atom P(no interruption)."""
+    t, q = rows.t[:, :1], rows.q[:, :1]
+    need = -np.expm1(np.log(levels)[None, :] / np.maximum(rows.mult[:, :1], 1.0))
+    atom = need >= q
+    with np.errstate(invalid="ignore", divide="ignore"):
+        delay = fits.isf(rows.code, rows.p1, rows.p2, np.where(atom, 1.0, need / np.where(
+            atom, 1.0, q)))
+    reported = np.maximum.accumulate((t + np.where(atom, 0.0, delay)) * factors, axis=1)
+    return np.clip(np.maximum.accumulate(_window_cdf(rows, reported), axis=1), 0.0, 1.0)
 
 
 def _host_cdf(servers: Any, grid: np.ndarray) -> tuple[np.ndarray, int, int]:

@@ -1,0 +1,193 @@
+"""The calibrated criterion of many sets at once, cheaply, for a search that screens them.
+
+The exact criterion (:func:`scheduler.calibrated_selection.calibrated_moments`) reads the
+served law: every member's model CDF on its set's 256-point geometric grid, its quantiles and
+the level map interpolated on that grid, and the moments as the model law's (from the
+adaptive quadrature) plus the grid's integral of the calibrated minus the model survival. The
+grid is coarse (a few % a step), and its interpolation moves the criterion by up to ~10% from
+the same law on a fine grid: a screen must read that grid to rank sets as the exact one does
+(a screen on its own finer grid was 0.75% off at the median, 14% at worst). This gives the
+same figures up to the model moments' accuracy (4e-6 at the median, 3e-4 at the 99th
+percentile over 4,200 random sets), for about half the cost:
+
+- the model moments from a short grid in log time since the model law's last start (where
+  its CDF jumps from 0) to where its survival is negligible, instead of the quadrature; they
+  set the served grid's end, and carry the grid's error as they do in the served law;
+- each member's CDF once, on its set's grid columns from just before the set's first start
+  (every F is 0 before) to where every F rounds to 1 or the grid ends: its quantiles and F at
+  the reported ones are read there as the served law reads them, and the task's and the
+  model's CDFs follow (before the window both are constant: the model's 0, the task's the
+  product of the maps at 0).
+
+Without a backlog only: a host is then one server type, F = (1 - q sf(x - t))^mult, in the
+served law's arithmetic (a backlog's laws are mixtures, scored by the quadrature as before).
+The evaluator uses it for equal-mean shares: with equal shares a set can hold a narrow law
+beside wide ones, which the short model grid steps over (model moments up to 2% off).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from scheduler import fits
+from scheduler.calibrated import GRID_POINTS, _level_map
+from scheduler.calibrated_selection import _quantiles
+from scheduler.host_cdf import _power
+from scheduler.model import Servers
+
+# points of the model law's own grid, for its moments
+_MODEL_POINTS = 48
+# the model grid's first point at least this fraction of the last start (below it, a constant)
+_MODEL_SPAN = 1e-5
+# below this a model survival leaves F = 1 in double precision (the served law's map is 1)
+_ROUNDS_TO_ONE = 1e-20
+
+
+def screen_moments(servers: Any, dedicated_seconds: np.ndarray, factors: np.ndarray,
+                   levels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(mean, variance) of each set's calibrated law as the served law gives it, up to the
+    model moments' accuracy (see the module docstring).
+
+    ``servers``: (B, hosts) plain laws, one server type per host (``build_servers`` without a
+    backlog); ``dedicated_seconds`` (B, hosts), 0 where a host has no work; ``factors``
+    (B, hosts, levels) of each member's calibrator, 1 where a host has no work.
+    """
+    count = len(dedicated_seconds)
+    pair_set, pair_host = np.nonzero(dedicated_seconds > 0)
+    pairs: Servers = servers.take((pair_set[:, None], pair_host[:, None]))  # (P, 1)
+    t, mult = pairs.t[:, 0], pairs.mult[:, 0]
+    starts = np.searchsorted(pair_set, np.arange(count))
+    # where each pair's survival falls below 1e-12 and 1e-20 (F then rounds to 1), and
+    # where its delay starts (its 1e-9 quantile)
+    per_server = np.maximum(mult, 1.0)[:, None]
+    bounds = pairs.upper_bound(np.concatenate([
+        np.array([[1e-12, _ROUNDS_TO_ONE]]) / per_server,
+        np.maximum(pairs.q * (1 - 1e-9), 1e-300)], axis=1))
+    powers = _powers(mult)
+    model_mean, model_var = _model_moments(pairs, pair_set, starts, bounds[:, [0, 2]],
+                                           powers)
+    # the served law's grid (calibrated_selection.calibrated_moments)
+    low = 0.05 * np.minimum.reduceat(t, starts)
+    high = ((model_mean + 12.0 * np.sqrt(model_var)) * np.maximum(1.0, factors.max(axis=(1, 2)))
+            * 1.5)
+    high = np.maximum(high, 4.0 * low)
+    grid = np.exp(np.linspace(np.log(low), np.log(high), GRID_POINTS, axis=1))  # (B, K)
+    log_low = np.log(grid[:, 0])
+    log_step = (np.log(grid[:, -1]) - log_low) / (GRID_POINTS - 1)
+    last = GRID_POINTS - 1
+    # Each member's CDF on the set's columns from just before its first start (before, every
+    # F is 0) to where every F rounds to 1 (or the grid's end): there the served law reads its
+    # quantiles and F at the reported ones, and integrates.
+    first = np.clip(np.floor((np.log(np.minimum.reduceat(t, starts)) - log_low) / log_step)
+                    - 1, 0, last).astype(np.int64)
+    end = np.maximum.reduceat(bounds[:, 1], starts)
+    stop = np.clip(np.ceil((np.log(end) - log_low) / log_step), 0, last).astype(np.int64)
+    width = int((stop - first).max()) + 1
+    columns = np.minimum(first[:, None] + np.arange(width), last)
+    window = np.take_along_axis(grid, columns, axis=1)  # (B, W), repeated last point past it
+    pair_window = window[pair_set]
+    with np.errstate(invalid="ignore"):
+        cdf = np.maximum.accumulate(_cdf(pairs, pair_window, powers), axis=1)
+    model_q = _quantiles(pair_window, cdf, levels)
+    reported = np.maximum.accumulate(model_q * factors[pair_set, pair_host], axis=1)
+    knots = np.clip(np.maximum.accumulate(_interp_columns(
+        cdf, reported, log_low[pair_set], log_step[pair_set], first[pair_set], pair_window),
+        axis=1), 0.0, 1.0)
+    # Before the latest start of a member whose map keeps 0 at 0 (else the first start) both
+    # CDFs are constant: the model's 0, the task's the product of the maps at 0.
+    # (the map at 0: the levels whose knots are at 0 are steps there, _level_map's tie rule)
+    at_zero = (knots <= 0) @ np.diff(levels, prepend=0.0)
+    holds = at_zero <= 0
+    begin = np.maximum.reduceat(np.where(holds, t, 0.0), starts)
+    begin = np.where(begin > 0, begin, np.minimum.reduceat(t, starts))
+    constant = np.multiply.reduceat(at_zero, starts) * (begin > 0)
+    constant = np.where(np.maximum.reduceat(holds.astype(float), starts) > 0, 0.0, constant)
+    task = np.maximum.accumulate(
+        np.maximum(np.multiply.reduceat(_level_map(cdf, knots, levels), starts, axis=0),
+                   constant[:, None]), axis=1)
+    model = np.maximum.accumulate(np.multiply.reduceat(cdf, starts, axis=0), axis=1)
+    gap = model - task
+    # the served law's grid integral of the gap: constant (-constant) up to the window
+    start = window[:, 0]
+    first_gap = -constant * start + np.trapezoid(gap, window, axis=1)
+    second_gap = -constant * start**2 + np.trapezoid(2.0 * window * gap, window, axis=1)
+    mean = model_mean + first_gap
+    second = model_var + model_mean**2 + second_gap
+    return mean, np.maximum(second - mean**2, 0.0)
+
+
+def _model_moments(pairs: Servers, pair_set: np.ndarray, starts: np.ndarray,
+                   bounds: np.ndarray, powers: list[tuple[float, np.ndarray]]
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """(mean, variance) of each set's model law: 0 before its last start, then on a grid of
+    _MODEL_POINTS geometric in the time since, to where every member's survival is below
+    1e-12; moments about the last start (the variance is then no small difference).
+    ``bounds``: (P, 2) where each pair's survival falls below 1e-12 and its delay's 1e-9
+    quantile (where it starts to fall)."""
+    t = pairs.t[:, 0]
+    begin = np.maximum.reduceat(t, starts)
+    span = np.maximum(np.maximum.reduceat(bounds[:, 0], starts) - begin, 1e-9 * begin)
+    # where the first member's survival starts to fall (or at once, where a member started
+    # before the last start)
+    onset = np.minimum.reduceat(np.where(pairs.q[:, 0] > 0, bounds[:, 1], np.inf), starts)
+    near = np.clip(onset - begin, np.minimum(_MODEL_SPAN * begin, 0.5 * span), 0.5 * span)
+    # trapezoids in log time since the last start, spectrally accurate for a smooth law
+    # (its survival about constant below ``near``, its tail negligible past ``span``)
+    step = np.log(span / near) / (_MODEL_POINTS - 1)
+    since = near[:, None] * np.exp(step[:, None] * np.arange(_MODEL_POINTS))
+    with np.errstate(invalid="ignore"):
+        cdf = _cdf(pairs, (begin[:, None] + since)[pair_set], powers)
+    survival = 1.0 - np.maximum.accumulate(np.multiply.reduceat(cdf, starts, axis=0), axis=1)
+    weight = since * step[:, None]
+    weight[:, [0, -1]] /= 2
+    # below ``near`` the survival is its first value: that part exactly, and the rule's
+    # end correction where the integrand is that constant times the time (h^2/12 f'(a))
+    low = survival[:, 0] * near
+    first = np.sum(weight * survival, axis=1) + low * (1.0 + step**2 / 12)
+    second = np.sum(2.0 * since * weight * survival, axis=1) + low * near * (1.0 + step**2 / 3)
+    return begin + first, np.maximum(second - first**2, 0.0)
+
+
+def _interp_columns(cdf: np.ndarray, x: np.ndarray, log_low: np.ndarray,
+                    log_step: np.ndarray, first: np.ndarray, window: np.ndarray) -> np.ndarray:
+    """(P, L) each row's CDF at its times ``x``, linear between the points of its set's grid
+    as ``calibrated_selection._interp`` reads it on the whole grid, from the row's ``cdf``
+    on its ``window`` (P, W) of that grid from column ``first`` (0 before it, and the
+    window's last value past it)."""
+    last = GRID_POINTS - 1
+    hi = np.clip(np.ceil((np.log(np.maximum(x, 1e-300)) - log_low[:, None])
+                         / log_step[:, None]), 1, last).astype(np.int64) - first[:, None]
+    top = cdf.shape[1] - 1
+    rows = np.arange(len(cdf))[:, None]
+    lo_at, hi_at = np.clip(hi - 1, 0, top), np.clip(hi, 0, top)
+    f_lo = np.where(hi - 1 < 0, 0.0, cdf[rows, lo_at])
+    f_hi = np.where(hi < 0, 0.0, cdf[rows, hi_at])
+    x_lo = window[rows, lo_at]
+    x_hi = window[rows, hi_at]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        frac = np.clip((x - x_lo) / (x_hi - x_lo), 0.0, 1.0)
+    # below the window F is 0 (frac's value is then moot), past it the window's last value
+    frac = np.where(x_hi > x_lo, frac, 0.0)
+    return f_lo + frac * (f_hi - f_lo)
+
+
+def _cdf(pairs: Servers, x: np.ndarray, powers: list[tuple[float, np.ndarray]]
+         ) -> np.ndarray:
+    """(P, W) model CDF of each pair's host (one server type, ``mult`` of them) at its times
+    ``x``: ``calibrated_selection._window_cdf``'s arithmetic (the served law's) to the bit,
+    with the rows of each whole power (``_powers``) found once per batch."""
+    y = x - pairs.t
+    with np.errstate(divide="ignore", invalid="ignore"):
+        survival = fits.sf(pairs.code, pairs.p1, pairs.p2, np.maximum(y, 0.0))
+    value = np.where(y >= 0, 1.0 - pairs.q * survival, 0.0)
+    for count, rows in powers:
+        value[rows] = _power(value[rows], count)
+    return value
+
+
+def _powers(mult: np.ndarray) -> list[tuple[float, np.ndarray]]:
+    """The rows of each count of servers above 1 (a pair with work has at least one)."""
+    return [(float(count), np.flatnonzero(mult == count)) for count in np.unique(mult)
+            if count > 1]
