@@ -31,10 +31,8 @@ from typing import Any
 
 import numpy as np
 
-from scheduler import fits
 from scheduler.calibrated import GRID_POINTS, _level_map
-from scheduler.calibrated_selection import _quantiles
-from scheduler.host_cdf import _power
+from scheduler.calibrated_selection import _quantiles, _window_cdf
 from scheduler.model import Servers
 
 # points of the model law's own grid, for its moments
@@ -65,9 +63,7 @@ def screen_moments(servers: Any, dedicated_seconds: np.ndarray, factors: np.ndar
     bounds = pairs.upper_bound(np.concatenate([
         np.array([[1e-12, _ROUNDS_TO_ONE]]) / per_server,
         np.maximum(pairs.q * (1 - 1e-9), 1e-300)], axis=1))
-    powers = _powers(mult)
-    model_mean, model_var = _model_moments(pairs, pair_set, starts, bounds[:, [0, 2]],
-                                           powers)
+    model_mean, model_var = _model_moments(pairs, pair_set, starts, bounds[:, [0, 2]])
     # the served law's grid (calibrated_selection.calibrated_moments)
     low = 0.05 * np.minimum.reduceat(t, starts)
     high = ((model_mean + 12.0 * np.sqrt(model_var)) * np.maximum(1.0, factors.max(axis=(1, 2)))
@@ -89,7 +85,7 @@ def screen_moments(servers: Any, dedicated_seconds: np.ndarray, factors: np.ndar
     window = np.take_along_axis(grid, columns, axis=1)  # (B, W), repeated last point past it
     pair_window = window[pair_set]
     with np.errstate(invalid="ignore"):
-        cdf = np.maximum.accumulate(_cdf(pairs, pair_window, powers), axis=1)
+        cdf = np.maximum.accumulate(_cdf(pairs, pair_window), axis=1)
     model_q = _quantiles(pair_window, cdf, levels)
     reported = np.maximum.accumulate(model_q * factors[pair_set, pair_host], axis=1)
     knots = np.clip(np.maximum.accumulate(_interp_columns(
@@ -119,8 +115,7 @@ def screen_moments(servers: Any, dedicated_seconds: np.ndarray, factors: np.ndar
 
 
 def _model_moments(pairs: Servers, pair_set: np.ndarray, starts: np.ndarray,
-                   bounds: np.ndarray, powers: list[tuple[float, np.ndarray]]
-                   ) -> tuple[np.ndarray, np.ndarray]:
+                   bounds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(mean, variance) of each set's model law: 0 before its last start, then on a grid of
     _MODEL_POINTS geometric in the time since, to where every member's survival is below
     1e-12; moments about the last start (the variance is then no small difference).
@@ -138,7 +133,7 @@ def _model_moments(pairs: Servers, pair_set: np.ndarray, starts: np.ndarray,
     step = np.log(span / near) / (_MODEL_POINTS - 1)
     since = near[:, None] * np.exp(step[:, None] * np.arange(_MODEL_POINTS))
     with np.errstate(invalid="ignore"):
-        cdf = _cdf(pairs, (begin[:, None] + since)[pair_set], powers)
+        cdf = _cdf(pairs, (begin[:, None] + since)[pair_set])
     survival = 1.0 - np.maximum.accumulate(np.multiply.reduceat(cdf, starts, axis=0), axis=1)
     weight = since * step[:, None]
     weight[:, [0, -1]] /= 2
@@ -173,21 +168,7 @@ def _interp_columns(cdf: np.ndarray, x: np.ndarray, log_low: np.ndarray,
     return f_lo + frac * (f_hi - f_lo)
 
 
-def _cdf(pairs: Servers, x: np.ndarray, powers: list[tuple[float, np.ndarray]]
-         ) -> np.ndarray:
+def _cdf(pairs: Servers, x: np.ndarray) -> np.ndarray:
     """(P, W) model CDF of each pair's host (one server type, ``mult`` of them) at its times
-    ``x``: ``calibrated_selection._window_cdf``'s arithmetic (the served law's) to the bit,
-    with the rows of each whole power (``_powers``) found once per batch."""
-    y = x - pairs.t
-    with np.errstate(divide="ignore", invalid="ignore"):
-        survival = fits.sf(pairs.code, pairs.p1, pairs.p2, np.maximum(y, 0.0))
-    value = np.where(y >= 0, 1.0 - pairs.q * survival, 0.0)
-    for count, rows in powers:
-        value[rows] = _power(value[rows], count)
-    return value
-
-
-def _powers(mult: np.ndarray) -> list[tuple[float, np.ndarray]]:
-    """The rows of each count of servers above 1 (a pair with work has at least one)."""
-    return [(float(count), np.flatnonzero(mult == count)) for count in np.unique(mult)
-            if count > 1]
+    ``x``: the served law's arithmetic (``calibrated_selection._window_cdf``)."""
+    return _window_cdf(pairs, x)
