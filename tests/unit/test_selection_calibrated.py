@@ -20,7 +20,8 @@ from scheduler.calibrated_selection import (
     nearest_factors,
 )
 from scheduler.errors import InvalidArgumentError, TooManyHostsError
-from scheduler.search import _SEARCH_TOL, _moves
+from scheduler.search import _SEARCH_TOL
+from scheduler.search_moves import moves as _moves
 from scheduler.selection import SetEvaluator, _arrays, schedule
 
 LENGTHS = (1800.0, 3600.0, 4 * 3600.0, 8 * 3600.0)

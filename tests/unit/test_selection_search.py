@@ -11,7 +11,8 @@ from ghs import config
 from ghs.experiments.selection import generated_pool
 from protocol import queries
 from scheduler import Backlog, Host
-from scheduler.search import EXACT_MAX_HOSTS, _moves
+from scheduler.search import EXACT_MAX_HOSTS
+from scheduler.search_moves import moves as _moves
 from scheduler.selection import METHODS, schedule
 
 # the brief's bar: auto's criterion E[T] + std[T] at most 1% above the exact minimum

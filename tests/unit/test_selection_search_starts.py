@@ -1,0 +1,71 @@
+"""The calibrated search's second start and its polish, against brute force over subsets."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+from test_selection_calibrated import random_calibration
+from test_selection_search import mixed_pool
+
+from scheduler import Backlog, schedule
+from scheduler.search import _SEARCH_TOL
+from scheduler.search_moves import double_flips
+from scheduler.selection import SetEvaluator, _arrays
+
+
+def test_double_flips_are_every_drop_of_two_and_add_of_two():
+    sets, valid = double_flips(np.array([1, 3, 4]), 6)
+    found = sorted(tuple(int(i) for i in np.sort(row[mask])) for row, mask in zip(sets, valid))
+    assert found == sorted([(4,), (3,), (1,), (0, 1, 2, 3, 4), (0, 1, 3, 4, 5),
+                            (1, 2, 3, 4, 5)])
+    # a set of two keeps a member: only adds
+    sets, valid = double_flips(np.array([0, 2]), 4)
+    assert [tuple(int(i) for i in np.sort(row[mask])) for row, mask in zip(sets, valid)] \
+        == [(0, 1, 2, 3)]
+
+
+def _pool(seed, with_backlog):
+    """A random calibrated pool as the search's harness draws them: (hosts, work,
+    calibration, backlog by name or None)."""
+    rng = np.random.default_rng(seed)
+    count = int(rng.integers(9, 12) if with_backlog else rng.integers(9, 15))
+    hosts = mixed_pool(rng, count)
+    work = 3600.0 * count * rng.uniform(0.1, 2.0)
+    calibration = random_calibration(rng, hosts, rng.uniform(0.3, 0.5))
+    backlog = {h.name: Backlog.steady_state() for h in hosts} if with_backlog else None
+    return hosts, work, calibration, backlog
+
+
+def _brute_force_best(evaluator, count):
+    """The least exact criterion over every subset: every subset screened at the search's
+    tolerance (within 4e-3 of exact), the 20 best scored exactly."""
+    subsets = [c for size in range(1, count + 1)
+               for c in itertools.combinations(range(count), size)]
+    sets = np.zeros((len(subsets), count), dtype=int)
+    valid = np.zeros(sets.shape, dtype=bool)
+    for row, members in enumerate(subsets):
+        sets[row, :len(members)] = members
+        valid[row, :len(members)] = True
+    screened = evaluator.dense(sets, valid, _SEARCH_TOL)
+    best = [list(subsets[i]) for i in np.argsort(screened)[:20]]
+    return evaluator.criteria(best).min()
+
+
+@pytest.mark.parametrize("seed, with_backlog", [(3053, False), (2074, False), (4072, False),
+                                                (5094, False), (2005, True)])
+def test_auto_leaves_the_local_minima_a_single_descent_stopped_in(seed, with_backlog):
+    # pools where one descent from the best prefix stopped 10.4%, 1.6%, 5.5%, 2.1% and 4.9%
+    # above the minimum: the optimum was two or three flips from where it stopped (in the
+    # third, one swap from a set it passed; in the fourth, in the prefix curve's other
+    # basin, 6 hosts larger), every single move on the way worse
+    hosts, work, calibration, backlog = _pool(seed, with_backlog)
+    ordered = sorted(hosts, key=lambda h: -h.capacity)
+    evaluator = SetEvaluator(_arrays(ordered, backlog), work, "lognormal", "equal-mean",
+                             calibration, [h.name for h in ordered])
+    best = _brute_force_best(evaluator, len(ordered))
+    index = {h.name: k for k, h in enumerate(ordered)}
+    plan = schedule(hosts, work, calibration=calibration, backlog=backlog,
+                    max_optimal_hosts=0)
+    assert evaluator.criteria([[index[h.name] for h in plan.hosts]])[0] <= best * 1.01
