@@ -169,12 +169,13 @@ def _descend(evaluator: SetEvaluator, first: _Path, later: list[_Path],
         for k, path in enumerate(paths):
             if path.done:
                 continue
-            if path.ratio is None and not path.polishing:
-                path.ratio = _damage(evaluator, path.chosen)
             if path.polishing:
                 polished.add(path.chosen.astype(np.int64).tobytes())
-            sets, valid = (_polish_moves(path.chosen, m) if path.polishing
-                           else _neighbours(evaluator, path.chosen, path.ratio))
+                sets, valid = _polish_moves(path.chosen, m)
+            else:
+                if path.ratio is None:
+                    path.ratio = _damage(evaluator, path.chosen)
+                sets, valid = _neighbours(evaluator, path.chosen, path.ratio)
             batches.append((sets, valid))
             owners.append(np.full(len(sets), k))
             gains.append(_GAIN if sets.shape[1] <= _ALL_PREFIXES else _WIDE_GAIN)
