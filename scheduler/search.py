@@ -19,8 +19,9 @@ worse. With it, a pool of up to _ALL_PREFIXES hosts runs a second descent from t
 at most three hosts (both descents' rounds share each batch; a descent that meets the other,
 or falls _PRUNE behind it, stops), and a pool of up to _FLIP_ALL hosts polishes each stall
 with every single flip, swap and double flip, and then the best set seen that was not polished
-(the optimum can be one swap from a set a descent passed on its way to a worse stall). One
-more descent starts from the best prefix in the other basin of the prefix curve, if it has two.
+(the optimum can be one swap from a set a descent passed on its way to a worse stall), and
+its small sets are every pair, not only those of the best hosts alone. One more descent
+starts from the best prefix in the other basin of the prefix curve, if it has two.
 
 Every criterion that decides anything comes from the caller's set evaluator, the one the exact
 and prefix methods use, so a change to the completion model (such as an initial backlog passed
@@ -81,8 +82,8 @@ _MAX_ROUNDS = 40
 # polished. On 360 random calibrated pools of 9-14 hosts (the harness's seeds 1000-1099,
 # 2000-2099 and 3000-3099, a sixth with every host in its steady state), one descent missed
 # the optimum by more than 1% on 8 (worst 10.4%), scoring 70 sets a pool; these starts and
-# polishes miss none (worst 0.25%) with 155, and none of 330 more (seeds 4000-6099, on which
-# the last two mechanisms were found; worst 0.05%).
+# polishes miss none (worst 0.25%) with 200, nor on 440 more (seeds 4000-7099, on which the
+# last three mechanisms were found; worst 0.05%).
 _PRUNE = 0.25
 _REPOLISH = 0.1
 _EXTRA_POLISHES = 1
@@ -182,7 +183,7 @@ def _descend(evaluator: SetEvaluator, first: _Path, later: list[_Path],
         if not batches:
             break
         if alone:
-            batches.append(moves_of.small_sets(_alone_criteria(seen, m)))
+            batches.append(moves_of.small_sets(_alone_criteria(seen, m), every_pair=polish))
             owners.append(np.full(len(batches[-1][0]), -1))
         sets, valid = moves_of.stacked(*batches)
         values = _scored(evaluator, sets, valid, seen)

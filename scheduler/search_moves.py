@@ -70,11 +70,12 @@ def singletons(m: int) -> tuple[np.ndarray, np.ndarray]:
     return np.arange(m)[:, None], np.ones((m, 1), dtype=bool)
 
 
-def small_sets(alone: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The pairs of the _SMALL_PAIRS and the triples of the _SMALL_TRIPLES best of the
-    candidates whose criteria alone are ``alone``, padded to width 3 with a validity mask."""
+def small_sets(alone: np.ndarray, every_pair: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """The pairs of the _SMALL_PAIRS (``every_pair``: of all) and the triples of the
+    _SMALL_TRIPLES best of the candidates whose criteria alone are ``alone``, padded to
+    width 3 with a validity mask."""
     best = np.argsort(alone, kind="stable").tolist()
-    rows = [*itertools.combinations(best[:_SMALL_PAIRS], 2),
+    rows = [*itertools.combinations(best if every_pair else best[:_SMALL_PAIRS], 2),
             *itertools.combinations(best[:_SMALL_TRIPLES], 3)]
     sets = np.zeros((len(rows), 3), dtype=int)
     valid = np.zeros(sets.shape, dtype=bool)
