@@ -166,8 +166,10 @@ def _descend(evaluator: SetEvaluator, first: _Path, later: list[_Path],
                 break
             extra += 1
             paths.append(again)
-        batches, owners, gains = [], [], []
-        for k, path in enumerate(paths):
+        batches: list[tuple[np.ndarray, np.ndarray]] = []
+        rounds: list[tuple[_Path, int, float]] = []  # each descent, its first row, its gain
+        rows = 0
+        for path in paths:
             if path.done:
                 continue
             if path.polishing:
@@ -178,20 +180,16 @@ def _descend(evaluator: SetEvaluator, first: _Path, later: list[_Path],
                     path.ratio = _damage(evaluator, path.chosen)
                 sets, valid = _neighbours(evaluator, path.chosen, path.ratio)
             batches.append((sets, valid))
-            owners.append(np.full(len(sets), k))
-            gains.append(_GAIN if sets.shape[1] <= _ALL_PREFIXES else _WIDE_GAIN)
+            rounds.append((path, rows, _GAIN if sets.shape[1] <= _ALL_PREFIXES else _WIDE_GAIN))
+            rows += len(sets)
         if not batches:
             break
         if alone:
             batches.append(moves_of.small_sets(_alone_criteria(seen, m), every_pair=polish))
-            owners.append(np.full(len(batches[-1][0]), -1))
-        sets, valid = moves_of.stacked(*batches)
+        sets, valid = batches[0] if len(batches) == 1 else moves_of.stacked(*batches)
         values = _scored(evaluator, sets, valid, seen)
-        owner = np.concatenate(owners)
-        for k, gain in zip(np.unique(owner[owner >= 0]), gains):
-            path = paths[k]
-            rows = np.flatnonzero(owner == k)
-            index = int(rows[np.argmin(values[rows])])
+        for (path, first_row, gain), (own, _) in zip(rounds, batches):
+            index = first_row + int(np.argmin(values[first_row:first_row + len(own)]))
             if values[index] < path.value * (1 - gain):
                 step = np.sort(sets[index][valid[index]])
                 # after a single move the scores beside the old set still rank the hosts
@@ -207,9 +205,11 @@ def _descend(evaluator: SetEvaluator, first: _Path, later: list[_Path],
         if alone:
             alone = False
             later = [*later, _small_start(seen)]
-        paths += later
-        later = []
-        _merge(paths)
+        if later:
+            paths += later
+            later = []
+        if len(paths) > 1:
+            _merge(paths)
     best = min(paths, key=lambda path: path.value)
     return best.chosen, best.value
 
