@@ -88,12 +88,15 @@ def small_sets(alone: np.ndarray, every_pair: bool = False) -> tuple[np.ndarray,
 def stacked(*batches: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """Padded set arrays and their masks, one after the other at the widest width."""
     width = max(sets.shape[1] for sets, _ in batches)
-
-    def padded(array: np.ndarray) -> np.ndarray:
-        return np.pad(array, ((0, 0), (0, width - array.shape[1])))
-
-    return (np.concatenate([padded(sets) for sets, _ in batches]),
-            np.concatenate([padded(valid) for _, valid in batches]))
+    rows = sum(len(sets) for sets, _ in batches)
+    out = np.zeros((rows, width), dtype=np.result_type(*(sets for sets, _ in batches)))
+    out_valid = np.zeros((rows, width), dtype=bool)
+    row = 0
+    for sets, valid in batches:
+        out[row:row + len(sets), :sets.shape[1]] = sets
+        out_valid[row:row + len(sets), :sets.shape[1]] = valid
+        row += len(sets)
+    return out, out_valid
 
 
 def keys(sets: np.ndarray, valid: np.ndarray) -> list[bytes]:
