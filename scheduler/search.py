@@ -174,7 +174,7 @@ def _descend(evaluator: SetEvaluator, first: _Path, later: list[_Path],
                 continue
             if path.polishing:
                 polished.add(path.chosen.astype(np.int64).tobytes())
-                sets, valid = _polish_moves(path.chosen, m)
+                sets, valid = moves_of.polish_moves(path.chosen, m)
             else:
                 if path.ratio is None:
                     path.ratio = _damage(evaluator, path.chosen)
@@ -239,15 +239,6 @@ def _unpolished(seen: dict[bytes, float], polished: set[bytes], best: float
     if key is None or seen[key] > best * (1 + _REPOLISH):
         return None
     return _Path(np.frombuffer(key, dtype=np.int64).copy(), seen[key], None, polishing=True)
-
-
-def _polish_moves(chosen: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray]:
-    """Every swap and double flip from ``chosen`` among m candidates."""
-    inside = np.zeros(m, dtype=bool)
-    inside[chosen] = True
-    return moves_of.stacked(
-        moves_of.moves(chosen, chosen, np.flatnonzero(~inside), len(chosen) + 1),
-        moves_of.double_flips(chosen, m))
 
 
 def _alone_criteria(seen: dict[bytes, float], m: int) -> np.ndarray:

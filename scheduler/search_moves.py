@@ -65,6 +65,15 @@ def double_flips(chosen: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray]:
     return sets, valid
 
 
+def polish_moves(chosen: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray]:
+    """Every single flip, swap and double flip from the sorted set ``chosen`` among m
+    candidates."""
+    inside = np.zeros(m, dtype=bool)
+    inside[chosen] = True
+    return stacked(moves(chosen, chosen, np.flatnonzero(~inside), len(chosen) + 1),
+                   double_flips(chosen, m))
+
+
 def singletons(m: int) -> tuple[np.ndarray, np.ndarray]:
     """Each of the m candidates alone, as a padded (m, 1) set array and its mask."""
     return np.arange(m)[:, None], np.ones((m, 1), dtype=bool)
