@@ -83,7 +83,7 @@ _MAX_ROUNDS = 40
 # 2000-2099 and 3000-3099, a sixth with every host in its steady state), one descent missed
 # the optimum by more than 1% on 8 (worst 10.4%), scoring 70 sets a pool; these starts and
 # polishes miss none (worst 0.25%) with 200, nor on 440 more (seeds 4000-7099, on which the
-# last three mechanisms were found; worst 0.05%).
+# last three mechanisms were found; worst 0.05%), nor on 110 drawn after (8000-8099; 0.28%).
 _PRUNE = 0.25
 _REPOLISH = 0.1
 _EXTRA_POLISHES = 1
@@ -173,7 +173,7 @@ def _descend(evaluator: SetEvaluator, first: _Path, later: list[_Path],
             if path.done:
                 continue
             if path.polishing:
-                polished.add(path.chosen.astype(np.int64).tobytes())
+                polished.add(_key(path.chosen))
                 sets, valid = moves_of.polish_moves(path.chosen, m)
             else:
                 if path.ratio is None:
@@ -252,13 +252,18 @@ def _small_start(seen: dict[bytes, float]) -> _Path:
     return _Path(np.frombuffer(key, dtype=np.int64).copy(), seen[key], None)
 
 
+def _key(chosen: np.ndarray) -> bytes:
+    """A sorted set's key in ``seen``: its members as int64 bytes."""
+    return chosen.astype(np.int64).tobytes()
+
+
 def _merge(paths: list[_Path]) -> None:
     """Stop a descent that has reached an earlier one's set (it would repeat it), or whose
     criterion is more than _PRUNE above the best."""
     reached: set[bytes] = set()
     best = min(path.value for path in paths)
     for path in paths:
-        key = path.chosen.astype(np.int64).tobytes()
+        key = _key(path.chosen)
         path.done = path.done or key in reached or path.value > best * (1 + _PRUNE)
         reached.add(key)
 
