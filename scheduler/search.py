@@ -84,6 +84,8 @@ _MAX_ROUNDS = 40
 # the optimum by more than 1% on 8 (worst 10.4%), scoring 70 sets a pool; these starts and
 # polishes miss none (worst 0.25%) with 200, nor on 440 more (seeds 4000-7099, on which the
 # last three mechanisms were found; worst 0.05%), nor on 110 drawn after (8000-8099; 0.28%).
+# Pools over _FLIP_ALL do not polish: on 8 of 17-20 hosts (seeds 9000-9007) the optimum on 7,
+# 6.8% above it on one (9005), whose optimum only polishing every stall finds (7x the sets).
 _PRUNE = 0.25
 _REPOLISH = 0.1
 _EXTRA_POLISHES = 1

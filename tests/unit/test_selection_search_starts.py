@@ -72,3 +72,24 @@ def test_auto_leaves_the_local_minima_a_single_descent_stopped_in(seed, with_bac
     plan = schedule(hosts, work, calibration=calibration, backlog=backlog,
                     max_optimal_hosts=0)
     assert evaluator.criteria([[index[h.name] for h in plan.hosts]])[0] <= best * 1.01
+
+
+@pytest.mark.xfail(strict=True, reason="known miss above 16 hosts (no polish there): 6.8% "
+                   "above the optimum; polishing every stall finds it at 7x the sets")
+def test_a_nineteen_host_pool_whose_optimum_only_a_full_polish_finds():
+    # drawn as the harness draws pools but with 17-20 hosts (seed 9005: 19); its optimum, by
+    # brute force over all 2^19 subsets, is the 7 hosts below (criterion 21,973 s). When a
+    # change to the search finds it, this test passes and strict xfail turns that into a
+    # failure: drop the mark then.
+    rng = np.random.default_rng(9005)
+    count = int(rng.integers(17, 21))
+    hosts = mixed_pool(rng, count)
+    work = 3600.0 * count * rng.uniform(0.1, 2.0)
+    calibration = random_calibration(rng, hosts, rng.uniform(0.3, 0.5))
+    ordered = sorted(hosts, key=lambda h: -h.capacity)
+    evaluator = SetEvaluator(_arrays(ordered, None), work, "lognormal", "equal-mean",
+                             calibration, [h.name for h in ordered])
+    best = evaluator.criteria([[1, 3, 4, 9, 10, 11, 15]])[0]
+    index = {h.name: k for k, h in enumerate(ordered)}
+    plan = schedule(hosts, work, calibration=calibration)
+    assert evaluator.criteria([[index[h.name] for h in plan.hosts]])[0] <= best * 1.01
