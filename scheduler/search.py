@@ -17,11 +17,12 @@ descent stops in: one host alone, or two or three, can beat every set around the
 and the optimum can lie two or three flips from where the rounds settle, each flip on the way
 worse. With it, a pool of up to _ALL_PREFIXES hosts runs a second descent from the best set of
 at most three hosts (both descents' rounds share each batch; a descent that meets the other,
-or falls _PRUNE behind it, stops), and a pool of up to _FLIP_ALL hosts polishes each stall
-with every single flip, swap and double flip, and then the best set seen that was not polished
-(the optimum can be one swap from a set a descent passed on its way to a worse stall), and
-its small sets are every pair, not only those of the best hosts alone. One more descent
-starts from the best prefix in the other basin of the prefix curve, if it has two.
+or falls _PRUNE behind it, stops), and polishes each stall with every single flip and swap
+(up to _FLIP_ALL hosts, every double flip too), and then the best set seen that was not
+polished (the optimum can be one swap from a set a descent passed on its way to a worse
+stall); up to _FLIP_ALL its small sets are every pair, not only those of the best hosts
+alone. One more descent starts from the best prefix in the other basin of the prefix curve,
+if it has two.
 
 Every criterion that decides anything comes from the caller's set evaluator, the one the exact
 and prefix methods use, so a change to the completion model (such as an initial backlog passed
@@ -63,7 +64,7 @@ _NEAR_FACTORS = np.array([0.7, 0.85, 1.0, 1.2, 1.4])
 _MOVE_POOL = 3
 _MOVE_BUDGET = 2000
 # with a calibrated criterion, pools up to this size try every single drop and add a round,
-# and polish their stalls (see the module docstring)
+# and polish their stalls with double flips too (see the module docstring)
 _FLIP_ALL = 16
 # The search asks the quadrature for this tolerance, which its first rule meets without the
 # finer ones (the error estimate is pessimistic): over 10,000 random sets of 1-40 hosts (a
@@ -84,8 +85,8 @@ _MAX_ROUNDS = 40
 # the optimum by more than 1% on 8 (worst 10.4%), scoring 70 sets a pool; these starts and
 # polishes miss none (worst 0.25%) with 200, nor on 440 more (seeds 4000-7099, on which the
 # last three mechanisms were found; worst 0.05%), nor on 110 drawn after (8000-8099; 0.28%).
-# Pools over _FLIP_ALL do not polish: on 8 of 17-20 hosts (seeds 9000-9007) the optimum on 7,
-# 6.8% above it on one (9005), whose optimum only polishing every stall finds (7x the sets).
+# Pools of 17-64 polish with swaps alone; without, 1 of 16 pools of 17-20 missed by 6.8%, and
+# 5 of 12 of 24-64 stopped 0.9-19% above the polished search's set (its cost: README).
 _PRUNE = 0.25
 _REPOLISH = 0.1
 _EXTRA_POLISHES = 1
@@ -153,9 +154,10 @@ def _descend(evaluator: SetEvaluator, first: _Path, later: list[_Path],
     the best of those small sets in the second. A late start more than _PRUNE above the best
     set so far never runs."""
     m = len(evaluator.arrays.lam)
-    # with a calibrated criterion, a small pool polishes each stall with every swap and
-    # double flip before it stops (a calibrated landscape has local minima one flip deep)
-    polish = evaluator.calibration is not None and m <= _FLIP_ALL
+    # with a calibrated criterion, a pool of up to 64 polishes each stall with every swap
+    # (up to 16, and double flip) before it stops: a calibrated landscape has local minima
+    polish = evaluator.calibration is not None and m <= _ALL_PREFIXES
+    small = evaluator.calibration is not None and m <= _FLIP_ALL
     polished: set[bytes] = set()
     extra = 0
     paths = [first]
@@ -176,7 +178,7 @@ def _descend(evaluator: SetEvaluator, first: _Path, later: list[_Path],
                 continue
             if path.polishing:
                 polished.add(_key(path.chosen))
-                sets, valid = moves_of.polish_moves(path.chosen, m)
+                sets, valid = moves_of.polish_moves(path.chosen, m, double=small)
             else:
                 if path.ratio is None:
                     path.ratio = _damage(evaluator, path.chosen)
@@ -187,7 +189,7 @@ def _descend(evaluator: SetEvaluator, first: _Path, later: list[_Path],
         if not batches:
             break
         if alone:
-            batches.append(moves_of.small_sets(_alone_criteria(seen, m), every_pair=polish))
+            batches.append(moves_of.small_sets(_alone_criteria(seen, m), every_pair=small))
         sets, valid = batches[0] if len(batches) == 1 else moves_of.stacked(*batches)
         values = _scored(evaluator, sets, valid, seen)
         for (path, first_row, gain), (own, _) in zip(rounds, batches):

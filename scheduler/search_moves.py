@@ -65,13 +65,14 @@ def double_flips(chosen: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray]:
     return sets, valid
 
 
-def polish_moves(chosen: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray]:
-    """Every single flip, swap and double flip from the sorted set ``chosen`` among m
-    candidates."""
+def polish_moves(chosen: np.ndarray, m: int, double: bool = True
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """Every single flip and swap (and with ``double`` every double flip) from the sorted
+    set ``chosen`` among m candidates."""
     inside = np.zeros(m, dtype=bool)
     inside[chosen] = True
-    return stacked(moves(chosen, chosen, np.flatnonzero(~inside), len(chosen) + 1),
-                   double_flips(chosen, m))
+    single = moves(chosen, chosen, np.flatnonzero(~inside), len(chosen) + 1)
+    return stacked(single, double_flips(chosen, m)) if double else single
 
 
 def singletons(m: int) -> tuple[np.ndarray, np.ndarray]:
