@@ -18,7 +18,7 @@ and the optimum can lie two or three flips from where the rounds settle, each fl
 worse. With it, a pool of up to _ALL_PREFIXES hosts runs a second descent from the best set of
 at most three hosts (both descents' rounds share each batch; a descent that meets the other,
 or falls _PRUNE behind it, stops), and polishes each stall with every single flip and swap
-(up to _FLIP_ALL hosts, every double flip too), and then the best set seen that was not
+(up to _DOUBLE_FLIPS hosts, every double flip too), and then the best set seen that was not
 polished (the optimum can be one swap from a set a descent passed on its way to a worse
 stall); up to _FLIP_ALL its small sets are every pair, not only those of the best hosts
 alone. One more descent starts from the best prefix in the other basin of the prefix curve,
@@ -63,9 +63,10 @@ _NEAR_FACTORS = np.array([0.7, 0.85, 1.0, 1.2, 1.4])
 # set of thousands one host moves the criterion by less than the search's tolerance)
 _MOVE_POOL = 3
 _MOVE_BUDGET = 2000
-# with a calibrated criterion, pools up to this size try every single drop and add a round,
-# and polish their stalls with double flips too (see the module docstring)
+# with a calibrated criterion, pools up to _FLIP_ALL try every single drop and add a round,
+# and up to _DOUBLE_FLIPS polish their stalls with double flips too (see the module docstring)
 _FLIP_ALL = 16
+_DOUBLE_FLIPS = 20
 # The search asks the quadrature for this tolerance, which its first rule meets without the
 # finer ones (the error estimate is pessimistic): over 10,000 random sets of 1-40 hosts (a
 # quarter started in their steady state) the criteria were within 1e-8 of converged values at
@@ -85,8 +86,8 @@ _MAX_ROUNDS = 40
 # the optimum by more than 1% on 8 (worst 10.4%), scoring 70 sets a pool; these starts and
 # polishes miss none (worst 0.25%) with 200, nor on 440 more (seeds 4000-7099, on which the
 # last three mechanisms were found; worst 0.05%), nor on 110 drawn after (8000-8099; 0.28%).
-# Pools of 17-64 polish with swaps alone; without, 1 of 16 pools of 17-20 missed by 6.8%, and
-# 5 of 12 of 24-64 stopped 0.9-19% above the polished search's set (its cost: README).
+# Pools of 17-64 polish too (without: 4 of 24 pools of 17-20 missed by 2.6-7.9%, one only
+# double flips find; 5 of 12 of 24-64 stopped 0.9-19% above the polished set; cost: README).
 _PRUNE = 0.25
 _REPOLISH = 0.1
 _EXTRA_POLISHES = 1
@@ -155,7 +156,7 @@ def _descend(evaluator: SetEvaluator, first: _Path, later: list[_Path],
     set so far never runs."""
     m = len(evaluator.arrays.lam)
     # with a calibrated criterion, a pool of up to 64 polishes each stall with every swap
-    # (up to 16, and double flip) before it stops: a calibrated landscape has local minima
+    # (up to 20, and double flip) before it stops: a calibrated landscape has local minima
     polish = evaluator.calibration is not None and m <= _ALL_PREFIXES
     small = evaluator.calibration is not None and m <= _FLIP_ALL
     polished: set[bytes] = set()
@@ -178,7 +179,7 @@ def _descend(evaluator: SetEvaluator, first: _Path, later: list[_Path],
                 continue
             if path.polishing:
                 polished.add(_key(path.chosen))
-                sets, valid = moves_of.polish_moves(path.chosen, m, double=small)
+                sets, valid = moves_of.polish_moves(path.chosen, m, double=m <= _DOUBLE_FLIPS)
             else:
                 if path.ratio is None:
                     path.ratio = _damage(evaluator, path.chosen)
