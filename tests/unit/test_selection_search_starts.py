@@ -26,16 +26,25 @@ def test_double_flips_are_every_drop_of_two_and_add_of_two():
         == [(0, 1, 2, 3)]
 
 
-def _pool(seed, with_backlog):
-    """A random calibrated pool as the search's harness draws them: (hosts, work,
-    calibration, backlog by name or None)."""
+def _pool(seed, with_backlog, counts=(9, 15)):
+    """A random calibrated pool as the search's harness draws them, of ``counts`` hosts
+    (high end excluded; 9-11 with a backlog): (hosts, work, calibration, backlog by name or
+    None)."""
     rng = np.random.default_rng(seed)
-    count = int(rng.integers(9, 12) if with_backlog else rng.integers(9, 15))
+    count = int(rng.integers(9, 12) if with_backlog else rng.integers(*counts))
     hosts = mixed_pool(rng, count)
     work = 3600.0 * count * rng.uniform(0.1, 2.0)
     calibration = random_calibration(rng, hosts, rng.uniform(0.3, 0.5))
     backlog = {h.name: Backlog.steady_state() for h in hosts} if with_backlog else None
     return hosts, work, calibration, backlog
+
+
+def _ordered_evaluator(hosts, work, calibration, backlog):
+    """The candidates in capacity order, as ``schedule`` sorts them, and a set evaluator of
+    the calibrated criterion over them."""
+    ordered = sorted(hosts, key=lambda h: -h.capacity)
+    return ordered, SetEvaluator(_arrays(ordered, backlog), work, "lognormal", "equal-mean",
+                                 calibration, [h.name for h in ordered])
 
 
 def _brute_force_best(evaluator, count):
@@ -64,9 +73,7 @@ def test_auto_leaves_the_local_minima_a_single_descent_stopped_in(seed, with_bac
     # alone and one more; in the sixth, two drops from where the descents stop without
     # double flips), every single move on the way worse
     hosts, work, calibration, backlog = _pool(seed, with_backlog)
-    ordered = sorted(hosts, key=lambda h: -h.capacity)
-    evaluator = SetEvaluator(_arrays(ordered, backlog), work, "lognormal", "equal-mean",
-                             calibration, [h.name for h in ordered])
+    ordered, evaluator = _ordered_evaluator(hosts, work, calibration, backlog)
     best = _brute_force_best(evaluator, len(ordered))
     index = {h.name: k for k, h in enumerate(ordered)}
     plan = schedule(hosts, work, calibration=calibration, backlog=backlog,
@@ -83,14 +90,8 @@ def test_nineteen_host_pools_whose_optimum_only_a_polish_finds(seed, optimum):
     # minimum under every swap and double flip: its optimum is reached from another descent's
     # stall, polished with every swap. 9020's start is one host alone, every pair with it
     # worse: only a double flip (two adds) leads on to its optimum.
-    rng = np.random.default_rng(seed)
-    count = int(rng.integers(17, 21))
-    hosts = mixed_pool(rng, count)
-    work = 3600.0 * count * rng.uniform(0.1, 2.0)
-    calibration = random_calibration(rng, hosts, rng.uniform(0.3, 0.5))
-    ordered = sorted(hosts, key=lambda h: -h.capacity)
-    evaluator = SetEvaluator(_arrays(ordered, None), work, "lognormal", "equal-mean",
-                             calibration, [h.name for h in ordered])
+    hosts, work, calibration, _ = _pool(seed, False, counts=(17, 21))
+    ordered, evaluator = _ordered_evaluator(hosts, work, calibration, None)
     best = evaluator.criteria([optimum])[0]
     index = {h.name: k for k, h in enumerate(ordered)}
     plan = schedule(hosts, work, calibration=calibration)
