@@ -86,7 +86,7 @@ _MAX_ROUNDS = 40
 # the optimum by more than 1% on 8 (worst 10.4%), scoring 70 sets a pool; these starts and
 # polishes miss none (worst 0.25%) with 200, nor on 440 more (seeds 4000-7099, on which the
 # last three mechanisms were found; worst 0.05%), nor on 110 drawn after (8000-8099; 0.28%).
-# Pools of 17-64 polish too (without: 4 of 24 pools of 17-20 missed by 2.6-7.9%, one only
+# Pools of 17-64 polish too (without: 5 of 24 pools of 17-20 missed by 2.6-7.9%, one only
 # double flips find; 5 of 12 of 24-64 stopped 0.9-19% above the polished set; cost: README).
 _PRUNE = 0.25
 _REPOLISH = 0.1
@@ -155,8 +155,9 @@ def _descend(evaluator: SetEvaluator, first: _Path, later: list[_Path],
     the best of those small sets in the second. A late start more than _PRUNE above the best
     set so far never runs."""
     m = len(evaluator.arrays.lam)
-    # with a calibrated criterion, a pool of up to 64 polishes each stall with every swap
-    # (up to 20, and double flip) before it stops: a calibrated landscape has local minima
+    # with a calibrated criterion, a pool of up to _ALL_PREFIXES polishes each stall with
+    # every swap (up to _DOUBLE_FLIPS, and double flip) before it stops: a calibrated
+    # landscape has local minima a single descent stops in
     polish = evaluator.calibration is not None and m <= _ALL_PREFIXES
     small = evaluator.calibration is not None and m <= _FLIP_ALL
     polished: set[bytes] = set()
