@@ -135,16 +135,17 @@ class SensorStore:
         """Drop rows older than the retention and beyond the row cap; returns rows dropped."""
         cutoff = now - self.retention_seconds
         dropped = 0
-        for table, column in (("measurements", "end_time"), ("plans", "hour_start"),
-                              ("estimates", "time")):
-            before = self.db[table].count
-            self.db[table].delete_where(f"{column} < ?", [cutoff])
-            excess = self.db[table].count - self.max_rows
-            if excess > 0:
-                self.db.execute(
-                    f"delete from {table} where rowid in (select rowid from {table} "
-                    f"order by {column} limit ?)", [excess])
-            dropped += before - self.db[table].count
+        with self.db.atomic():  # one commit, not one a statement
+            for table, column in (("measurements", "end_time"), ("plans", "hour_start"),
+                                  ("estimates", "time")):
+                before = self.db[table].count
+                self.db[table].delete_where(f"{column} < ?", [cutoff])
+                excess = self.db[table].count - self.max_rows
+                if excess > 0:
+                    self.db.execute(
+                        f"delete from {table} where rowid in (select rowid from {table} "
+                        f"order by {column} limit ?)", [excess])
+                dropped += before - self.db[table].count
         return dropped
 
     def close(self) -> None:

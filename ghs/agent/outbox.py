@@ -80,7 +80,7 @@ class Outbox:
     def add_many(self, host_id: str, records: list[tuple[str, dict[str, Any]]]) -> list[int]:
         """Store (stream, fields) records of one host in one transaction; returns their seqs."""
         seqs = []
-        with self._lock, self.db.conn:
+        with self._lock, self.db.atomic():
             for stream, fields in records:
                 rows = list(self.db.query(
                     "SELECT next_seq FROM sequence WHERE host_id = ? AND stream = ?",
@@ -107,7 +107,7 @@ class Outbox:
             stream: str = MEASUREMENTS) -> int:
         """Forget acknowledged records; returns how many were removed."""
         removed = 0
-        with self._lock, self.db.conn:
+        with self._lock, self.db.atomic():
             for first, last in ranges:
                 cursor = self.db.execute(
                     "DELETE FROM outbox WHERE host_id = ? AND stream = ? "
@@ -119,7 +119,7 @@ class Outbox:
                   stream: str = MEASUREMENTS) -> None:
         """Move a record the protocol refuses out of the queue, keeping it and why."""
         where = "host_id = ? AND stream = ? AND seq = ?"
-        with self._lock, self.db.conn:
+        with self._lock, self.db.atomic():
             self.db.execute(
                 "INSERT OR REPLACE INTO set_aside (host_id, stream, seq, payload, reason) "
                 f"SELECT host_id, stream, seq, payload, ? FROM outbox WHERE {where}",

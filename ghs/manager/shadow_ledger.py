@@ -41,8 +41,8 @@ class ShadowLedger:
         writes, self._writes = self._writes, []
         if not writes:
             return
-        connection = self.store.db.conn
-        with connection:
+        with self.store.db.atomic():
+            connection = self.store.db.conn
             # runs of launches of the same columns, and of outcomes, each run in one
             # executemany, in the order they were queued
             for columns, run in groupby(writes, key=lambda write: None if write[0] is None

@@ -106,7 +106,7 @@ class ManagerStore:
             db["totals"].create({"name": str, "value": int}, pk="name")
 
     def upsert_host(self, facts: HostFacts) -> None:
-        with self.db.conn:
+        with self.db.atomic():
             self._upsert(facts)
 
     def _upsert(self, facts: HostFacts) -> None:
@@ -118,7 +118,7 @@ class ManagerStore:
 
     def touch(self, host_id: str, seen: float) -> bool:
         """Record that ``host_id`` was heard from; False if it never said hello."""
-        with self.db.conn:
+        with self.db.atomic():
             cursor = self.db.execute("UPDATE hosts SET last_seen = ? WHERE host_id = ?",
                                      [seen, host_id])
         return cursor.rowcount > 0
@@ -139,7 +139,7 @@ class ManagerStore:
                f"VALUES ({placeholders})")
         connection = self.db.conn
         before = connection.total_changes
-        with connection:
+        with self.db.atomic():
             connection.executemany(sql, _values(rows))
             new = connection.total_changes - before
             self._add_totals(connection, measurements_stored=new, duplicates=len(rows) - new)
@@ -158,7 +158,7 @@ class ManagerStore:
                f"VALUES ({placeholders})")
         connection = self.db.conn
         results: list[int | None] = []
-        with connection:
+        with self.db.atomic():
             for facts in hosts:
                 self._upsert(facts)
             for host_id, seen, rows in batches:
@@ -220,7 +220,8 @@ class ManagerStore:
         as live ones."""
         # per host, a look-up and a range delete on the (host_id, end) index: the one-statement
         # form with a correlated MAX per row took most of the manager's time under load
-        with self.db.conn as connection:
+        with self.db.atomic():
+            connection = self.db.conn
             latest = connection.execute(
                 "SELECT host_id, MAX(end_epoch_seconds) FROM measurements "
                 + ("WHERE host_id = ?" if host_id is not None else "GROUP BY host_id"),

@@ -125,7 +125,7 @@ class StreamTables:
     def add(self, host_id: str, stream: str, records: Sequence[Mapping[str, Any]]) -> int:
         """Store one batch of a stream (validated records) in one transaction; returns how
         many records were new."""
-        with self.db.conn:
+        with self.db.atomic():
             key = self.host_key(host_id)
             if stream == "capacity":
                 return self._add_capacity(key, records)

@@ -95,8 +95,9 @@ class TrackTable:
         """Store a served prediction; returns its id."""
         laws = host_laws(prediction)
         q = prediction.quantiles
-        connection = self._db().conn
-        with connection:
+        db = self._db()
+        with db.atomic():
+            connection = db.conn
             cursor = connection.execute(
                 "INSERT INTO predictions (served_epoch_seconds, kind, hosts, shares, mean, p50, "
                 "p90, p95, host_laws) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -124,8 +125,9 @@ class TrackTable:
                 f"finished at {finished_epoch_seconds:.3f}, before prediction {prediction_id} "
                 f"was served ({row['served_epoch_seconds']:.3f})",
                 field="finished_epoch_seconds", value=finished_epoch_seconds)
-        connection = self._db().conn
-        with connection:
+        db = self._db()
+        with db.atomic():
+            connection = db.conn
             cursor = connection.execute(
                 "INSERT OR IGNORE INTO outcomes VALUES (?, ?, ?, ?, ?)",
                 [prediction_id, TASK if host is None else host, finished_epoch_seconds,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import sqlite3
 
 import pytest
 
@@ -101,6 +102,20 @@ def test_template_increments_merge_once_with_decay():
     assert merged["count"] == pytest.approx(4.0 * 0.5 + 1.0)
     assert dict(map(tuple, merged["bins"])) == pytest.approx({5: 2.0, 7: 1.0})
     assert merged["as_of_epoch_seconds"] == 4600.0
+
+
+def test_a_template_increment_is_merged_with_its_number_or_not_at_all():
+    """A merge committed without the host's last merged seq would be merged again when the
+    agent resends the increment."""
+    store = ManagerStore(None)
+    store.db.execute("CREATE TRIGGER refuse BEFORE INSERT ON template_seq "
+                     "BEGIN SELECT RAISE(ABORT, 'refused'); END")
+    with pytest.raises(sqlite3.Error):
+        store.streams.add("a", "templates", [template(0, 1000.0)])
+    assert store.streams.templates("a") == []
+    store.db.execute("DROP TRIGGER refuse")
+    assert store.streams.add("a", "templates", [template(0, 1000.0)]) == 1
+    assert store.streams.templates("a")[0]["count"] == pytest.approx(2.0)
 
 
 def test_two_records_ending_at_the_same_moment_are_two_records():
