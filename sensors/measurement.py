@@ -31,7 +31,7 @@ so, and there are no service statistics (mu then comes from the utilisation law,
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from sensors.accounting import AccountingBatch, AccountingSource, AcctRecord
@@ -197,7 +197,7 @@ class HostSensor:
             times = list(records.service_alive)
             for (record, key), is_local, cpu in zip(records.exited, records.local, exact,
                                                     strict=True):
-                record = replace(record, user_cpu_seconds=cpu, system_cpu_seconds=0.0)
+                record = record.with_cpu_seconds(cpu)
                 (local_exited if is_local else other_exited).append((record, key))
                 if is_local:
                     times.append(cpu)

@@ -86,9 +86,22 @@ class AdaptiveSampler:
         self.window_seconds = window_hours * HOUR_SECONDS
         self.on_measurement = on_measurement
         self.failures: list[SensorError] = []
+        # (clock time, count, n_s) planned at the end of the last hour sampled
+        self._planned: tuple[float, int, dict[str, float | None]] | None = None
 
     def _count_now(self, now: float) -> tuple[int, dict[str, float | None]]:
-        recent = self.store.measurements(since=now - self.window_seconds, until=now)
+        if self._planned is not None and self._planned[0] == now and self._window_kept():
+            return self._planned[1], self._planned[2]  # the last hour's end: no time passed
+        return self._count_of(self.store.measurements(since=now - self.window_seconds,
+                                                      until=now))
+
+    def _window_kept(self) -> bool:
+        """Whether the store's pruning leaves the whole window (so a read before it stands)."""
+        most_in_window = self.max_per_hour * (math.ceil(self.window_seconds / HOUR_SECONDS) + 1)
+        return (self.store.retention_seconds >= self.window_seconds
+                and self.store.max_rows >= most_in_window)
+
+    def _count_of(self, recent: list[Measurement]) -> tuple[int, dict[str, float | None]]:
         n_s = required_samples(recent)
         return measurements_next_hour(n_s, min_per_hour=self.min_per_hour,
                                       max_per_hour=self.max_per_hour,
@@ -126,8 +139,11 @@ class AdaptiveSampler:
         if stop is None or not stop.is_set():
             sleep_until(self.clock, hour_end)
         end = max(hour_end, self.clock.now())
-        next_count, next_n_s = self._count_now(end)
+        # one read of the window serves the next hour's count and the estimate; on a virtual
+        # clock it serves the next hour's start too (a replayed day reads it 24 times, not 72)
         recent = self.store.measurements(since=end - self.window_seconds, until=end)
+        next_count, next_n_s = self._count_of(recent)
+        self._planned = (end, next_count, next_n_s)
         estimate = adapt_avg(recent, now=end, window_seconds=self.window_seconds,
                              history_start=self.store.history_start())
         self.store.add_estimate(estimate)

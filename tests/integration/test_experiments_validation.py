@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from rich.console import Console
 
 from ghs.cli import main
-from ghs.experiments import calibration, error_vs_length, sampling_cost, tables, trace_study
+from ghs.experiments import calibration, error_vs_length, tables, trace_study
 from ghs.experiments.launches import HOUR_SECONDS, Station, host_from_estimate
 from ghs.traces import read_log
 from scheduler.workload import Trace
@@ -195,9 +195,19 @@ def test_host_from_estimate_follows_the_manager_rules():
     assert silent.lam == 0 and silent.rho == 0
 
 
-def test_sampling_cost_falls_when_steady_and_rises_when_the_load_varies():
-    result = sampling_cost.run(size=1, seed=2)
-    json.dumps(result, allow_nan=False)
+def test_sampling_cost_falls_when_steady_and_rises_when_the_load_varies(tmp_path):
+    # the one three-day run goes through the CLI (JSON and plot), then the table
+    image = tmp_path / "fig8.png"
+    outcome = CliRunner().invoke(main, ["experiment", "sampling-cost", "--size", "1",
+                                        "--seed", "2", "--json", "--plot", str(image)])
+    assert outcome.exit_code == 0, outcome.output
+    result = json.loads(outcome.stdout)
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        assert "plot skipped" in outcome.stderr
+    else:
+        assert image.read_bytes().startswith(b"\x89PNG")
     counts = [hour["adaptive_count"] for hour in result["hours"]]
     assert len(counts) == 72 and counts[0] == 30  # no history: the maximum
     steady = np.mean(counts[4:24])
@@ -206,21 +216,13 @@ def test_sampling_cost_falls_when_steady_and_rises_when_the_load_varies():
     first = result["summary"][0]
     assert first["phase"] == "steady" and first["saving"] > 0.5
     assert first["adaptive_error_past_24h"] < first["naive_error_past_24h"]
+    console = Console(record=True, width=300)
+    tables.show_sampling_cost(console, result)
+    assert "measurements per hour" in console.export_text()
 
 
 def test_cli_commands_json_plot_and_errors(tmp_path, log):
     runner = CliRunner()
-    image = tmp_path / "fig8.png"
-    outcome = runner.invoke(main, ["experiment", "sampling-cost", "--size", "1", "--seed", "3",
-                                   "--plot", str(image)])
-    assert outcome.exit_code == 0, outcome.output
-    assert "measurements per hour" in outcome.stdout
-    try:
-        import matplotlib  # noqa: F401
-    except ImportError:
-        assert "plot skipped" in outcome.output
-    else:
-        assert image.read_bytes().startswith(b"\x89PNG")
     outcome = runner.invoke(main, ["experiment", "error-vs-length", "--size", "1",
                                    "--stations", "2", "--family", "lognormal", "--json"])
     assert outcome.exit_code == 0, outcome.output

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import random
 import struct
@@ -58,6 +59,14 @@ def test_record_round_trip_keeps_every_field_at_tick_resolution():
     assert decoded.exit_code == 7
     assert decoded.cpu_seconds == pytest.approx(1.30)
     assert decoded.end_time == pytest.approx(1_700_000_135.34)
+
+
+def test_a_record_with_rescaled_cpu_keeps_every_other_field():
+    original = AcctRecord(pid=4242, ppid=17, uid=65534, gid=65534, command="python3",
+                          begin_time=1.7e9, elapsed_seconds=12.5, user_cpu_seconds=3.0,
+                          system_cpu_seconds=1.0, exit_status=256, flags=2, memory_kib=9000)
+    assert original.with_cpu_seconds(2.5) == dataclasses.replace(
+        original, user_cpu_seconds=2.5, system_cpu_seconds=0.0)
 
 
 def test_big_endian_records_decode():
