@@ -8,6 +8,8 @@ from collections.abc import Sequence
 from itertools import groupby
 from typing import Any
 
+from ghs.manager.transactions import write_transaction
+
 LEDGER = "shadow_launches"
 
 
@@ -41,7 +43,7 @@ class ShadowLedger:
         writes, self._writes = self._writes, []
         if not writes:
             return
-        with self.store.db.atomic():
+        with write_transaction(self.store.db):
             connection = self.store.db.conn
             # runs of launches of the same columns, and of outcomes, each run in one
             # executemany, in the order they were queued

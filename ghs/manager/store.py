@@ -25,6 +25,7 @@ from ghs.errors import GhsError
 from ghs.manager.lock import DatabaseLock
 from ghs.manager.streams import Retention, StreamTables
 from ghs.manager.track import Outcome, TrackTable
+from ghs.manager.transactions import write_transaction
 from ghs.record import HostIdentity, identity_columns, measurement_columns
 
 MEASUREMENT_COLUMNS = tuple(measurement_columns())
@@ -106,7 +107,7 @@ class ManagerStore:
             db["totals"].create({"name": str, "value": int}, pk="name")
 
     def upsert_host(self, facts: HostFacts) -> None:
-        with self.db.atomic():
+        with write_transaction(self.db):
             self._upsert(facts)
 
     def _upsert(self, facts: HostFacts) -> None:
@@ -118,7 +119,7 @@ class ManagerStore:
 
     def touch(self, host_id: str, seen: float) -> bool:
         """Record that ``host_id`` was heard from; False if it never said hello."""
-        with self.db.atomic():
+        with write_transaction(self.db):
             cursor = self.db.execute("UPDATE hosts SET last_seen = ? WHERE host_id = ?",
                                      [seen, host_id])
         return cursor.rowcount > 0
@@ -139,7 +140,7 @@ class ManagerStore:
                f"VALUES ({placeholders})")
         connection = self.db.conn
         before = connection.total_changes
-        with self.db.atomic():
+        with write_transaction(self.db):
             connection.executemany(sql, _values(rows))
             new = connection.total_changes - before
             self._add_totals(connection, measurements_stored=new, duplicates=len(rows) - new)
@@ -158,7 +159,7 @@ class ManagerStore:
                f"VALUES ({placeholders})")
         connection = self.db.conn
         results: list[int | None] = []
-        with self.db.atomic():
+        with write_transaction(self.db):
             for facts in hosts:
                 self._upsert(facts)
             for host_id, seen, rows in batches:
@@ -220,7 +221,7 @@ class ManagerStore:
         as live ones."""
         # per host, a look-up and a range delete on the (host_id, end) index: the one-statement
         # form with a correlated MAX per row took most of the manager's time under load
-        with self.db.atomic():
+        with write_transaction(self.db):
             connection = self.db.conn
             latest = connection.execute(
                 "SELECT host_id, MAX(end_epoch_seconds) FROM measurements "

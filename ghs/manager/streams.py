@@ -30,6 +30,8 @@ from typing import Any
 
 import sqlite_utils
 
+from ghs.manager.transactions import write_transaction
+
 _HOUR_MS = 3_600_000
 _DAY_MS = 86_400_000
 _FRACTION_SCALE = 65535
@@ -125,7 +127,7 @@ class StreamTables:
     def add(self, host_id: str, stream: str, records: Sequence[Mapping[str, Any]]) -> int:
         """Store one batch of a stream (validated records) in one transaction; returns how
         many records were new."""
-        with self.db.atomic():
+        with write_transaction(self.db):
             key = self.host_key(host_id)
             if stream == "capacity":
                 return self._add_capacity(key, records)

@@ -22,6 +22,7 @@ import numpy as np
 import sqlite_utils
 
 from ghs.errors import GhsError
+from ghs.manager.transactions import write_transaction
 from scheduler import Prediction
 from scheduler.calibrated import CalibratedPrediction, host_quantiles
 
@@ -96,7 +97,7 @@ class TrackTable:
         laws = host_laws(prediction)
         q = prediction.quantiles
         db = self._db()
-        with db.atomic():
+        with write_transaction(db):
             connection = db.conn
             cursor = connection.execute(
                 "INSERT INTO predictions (served_epoch_seconds, kind, hosts, shares, mean, p50, "
@@ -126,7 +127,7 @@ class TrackTable:
                 f"was served ({row['served_epoch_seconds']:.3f})",
                 field="finished_epoch_seconds", value=finished_epoch_seconds)
         db = self._db()
-        with db.atomic():
+        with write_transaction(db):
             connection = db.conn
             cursor = connection.execute(
                 "INSERT OR IGNORE INTO outcomes VALUES (?, ?, ?, ?, ?)",

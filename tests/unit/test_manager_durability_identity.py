@@ -1,6 +1,7 @@
 """Group commits, lifetime totals, the database lock, host ids bound to keys, outbox ages."""
 
 import sqlite3
+import threading
 
 import pytest
 from test_manager_parts import facts, rows
@@ -48,6 +49,25 @@ def test_a_failing_batch_commits_none_of_its_cycle(tmp_path):
                           hosts=[facts("c", seen=0.5)])
     assert store.count() == 0 and store.totals()["measurements_stored"] == 0
     assert store.host("c") is None  # the cycle's hello went with it
+
+
+def test_a_cycle_waits_for_another_threads_write_instead_of_failing(tmp_path):
+    """The manager's threads share one WAL database: a cycle that reads (a hello's host row)
+    before it writes must not be refused because another thread committed in between."""
+    store = ManagerStore(tmp_path / "m.sqlite")
+    other = sqlite3.connect(tmp_path / "m.sqlite", isolation_level=None,
+                            check_same_thread=False)
+    other.execute("BEGIN IMMEDIATE")
+    other.execute("INSERT INTO totals (name, value) VALUES ('other_thread', 1)")
+    commit = threading.Timer(0.3, other.execute, ["COMMIT"])
+    commit.start()
+    try:
+        assert store.add_batches([("c", 80.0, rows("c", 2))], hosts=[facts("c")]) == [2]
+    finally:
+        commit.join()
+        other.close()
+    assert store.seqs("c") == [0, 1]
+    store.close()
 
 
 def _refuse_inserts(db, table, marker):
