@@ -59,7 +59,8 @@ class HourReport:
 class AdaptiveSampler:
     """Runs measurements hour by hour on ``clock`` and records them in ``store``.
 
-    ``on_measurement`` is called with each new measurement (e.g. to send it on).
+    ``on_measurement`` is called with each new measurement (e.g. to send it on), before it
+    is stored here.
     ``failures`` keeps the last error of each failed measurement (they are skipped).
     """
 
@@ -132,10 +133,12 @@ class AdaptiveSampler:
                 continue
             if stop is not None and stop.is_set():
                 break  # cut short by the stop: not a full interval
-            self.store.add_measurement(measurement)
-            completed += 1
+            # the hand-over first (the agent's outbox: what reaches the manager), so that a
+            # process killed between the two writes loses the local copy, never the sent one
             if self.on_measurement is not None:
                 self.on_measurement(measurement)
+            self.store.add_measurement(measurement)
+            completed += 1
         if stop is None or not stop.is_set():
             sleep_until(self.clock, hour_end)
         end = max(hour_end, self.clock.now())

@@ -160,6 +160,36 @@ def test_sampler_runs_the_plan_stores_everything_and_adapts():
     assert clock.now() == T0 + 6 * HOUR
 
 
+def test_one_read_of_the_window_an_hour_plans_what_a_read_each_time_would():
+    def run(reuse):
+        clock = VirtualClock(T0)
+        store = SensorStore(None)
+        sensor = StubSensor(clock, lambda hour, call: 1.0 + (call % 2) * (0.2 if hour < 30
+                                                                          else 3.0))
+        sampler = AdaptiveSampler(sensor, store, clock, random.Random(5),
+                                  interval_seconds=60.0, min_per_hour=2, max_per_hour=20)
+        if not reuse:
+            sampler._window_kept = lambda: False
+        return [(r.planned, r.next_count, r.n_s, r.estimate) for r in sampler.run(hours=36)]
+
+    assert run(True) == run(False)
+
+
+def test_a_measurement_is_handed_on_before_it_is_stored_here():
+    class FullStore(SensorStore):
+        def add_measurement(self, measurement):
+            raise StoreError("disk full")
+
+    clock = VirtualClock(T0)
+    handed = []
+    sampler = AdaptiveSampler(StubSensor(clock, lambda h, c: 1.0), FullStore(None), clock,
+                              random.Random(1), interval_seconds=60.0, min_per_hour=2,
+                              max_per_hour=20, on_measurement=handed.append)
+    with pytest.raises(StoreError):
+        sampler.run_hour()
+    assert len(handed) == 1  # on its way to the manager, whatever became of the local copy
+
+
 def test_sampler_starting_mid_hour_plans_only_the_rest_of_it():
     clock = VirtualClock(T0 + 0.75 * HOUR)
     store = SensorStore(None)
