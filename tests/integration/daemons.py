@@ -79,12 +79,16 @@ class Daemons:
         return process.wait(timeout)
 
     def stop_all(self) -> None:
-        for process in self.processes:
-            if process.poll() is None:
-                process.send_signal(signal.SIGTERM)
-        for process in self.processes:
-            try:
-                process.wait(20)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        # everything but managers first, as an operator would: an agent stopping drains its
+        # outbox for up to 2 s while acks are due, and a manager gone first never sends them
+        managers = [p for p in self.processes if p.args[3:4] == ["manager"]]
+        for group in ([p for p in self.processes if p not in managers], managers):
+            for process in group:
+                if process.poll() is None:
+                    process.send_signal(signal.SIGTERM)
+            for process in group:
+                try:
+                    process.wait(20)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+                    process.wait()
