@@ -278,8 +278,14 @@ class Manager:
         of that clock (hosts replayed at high speed level off as live ones do)."""
         hour = latest_epoch_seconds // _HOUR
         if self._pruned_hour.get(host_id) != hour:
+            try:
+                self.store.prune(self.retention_seconds, host_id)
+            except Exception:  # the batch is committed and due its ack: try again next batch
+                LOG.exception("cannot prune the measurements of %s", host_id)
+                with self.counters.lock:
+                    self.counters.internal_errors += 1
+                return
             self._pruned_hour[host_id] = hour
-            self.store.prune(self.retention_seconds, host_id)
 
     def _refuse(self, socket: zmq.Socket, routing: tuple, code: str, reason: str,
                 request_id: int | None, version: int = PROTOCOL_VERSION) -> None:

@@ -4,13 +4,26 @@ import sqlite3
 import threading
 
 import pytest
-from test_manager_parts import facts, rows
+import zmq
+from test_manager_parts import facts, rows, serving
+from test_protocol_messages import measurement
 
 from ghs.agent.outbox import Outbox
+from ghs.client import Client
 from ghs.manager.identity import HostBindings
 from ghs.manager.lock import DatabaseInUseError
 from ghs.manager.store import ManagerStore
-from protocol import KeyFileError, generate_keypair, load_allow_list, write_keypair
+from protocol import (
+    Ack,
+    Hello,
+    KeyFileError,
+    MeasurementBatch,
+    decode,
+    encode,
+    generate_keypair,
+    load_allow_list,
+    write_keypair,
+)
 
 
 def test_batches_of_one_cycle_commit_together_and_totals_outlive_the_store(tmp_path):
@@ -68,6 +81,40 @@ def test_a_cycle_waits_for_another_threads_write_instead_of_failing(tmp_path):
         other.close()
     assert store.seqs("c") == [0, 1]
     store.close()
+
+
+def test_a_failing_prune_neither_stops_the_manager_nor_holds_back_the_ack(tmp_path):
+    class LockedOutStore(ManagerStore):
+        prunes = 0
+
+        def prune(self, keep_seconds, host_id=None):
+            LockedOutStore.prunes += 1
+            raise sqlite3.OperationalError("database is locked")
+
+    store = LockedOutStore(tmp_path / "m.sqlite")
+    with serving(store) as (endpoint, context):
+        socket = context.socket(zmq.DEALER)
+        socket.linger = 0
+        socket.connect(endpoint)
+        try:
+            def ask(message):
+                socket.send(encode(message))
+                assert socket.poll(10_000), f"no reply to {message.TYPE}"
+                return decode(socket.recv())
+
+            ask(Hello(request_id=1, host_id="ws1", hostname="ws1", cores=1, tau=1.0,
+                      os="Linux", agent_version="0.1.0"))
+            for request_id, seqs in ((2, (0, 1)), (3, (2,))):
+                reply = ask(MeasurementBatch(request_id=request_id, host_id="ws1",
+                                             measurements=tuple(measurement(seq)
+                                                                for seq in seqs)))
+                assert isinstance(reply, Ack) and reply.acked == ((seqs[0], seqs[-1]),)
+            with Client(endpoint, context=context, timeout_seconds=10) as client:
+                assert client.status().counters["internal_errors"] == 2
+        finally:
+            socket.close()
+    assert LockedOutStore.prunes == 2  # tried again on the next batch, not an hour later
+    assert store.seqs("ws1") == [0, 1, 2]
 
 
 def _refuse_inserts(db, table, marker):
