@@ -33,22 +33,36 @@ class Agent:
     outbox is drained (``drained`` says whether it was).
     """
 
+    restart_first_seconds = 5.0
+    """How long a host's failed sampler or stream waits before it starts again (doubling
+    up to ``restart_max_seconds``)."""
+    restart_max_seconds = 300.0
+
     def __init__(self, hosts: Sequence[MeasuringHost], sender: Sender, outbox: Outbox,
                  replay: Replay | None = None) -> None:
         self.hosts = list(hosts)
         self.sender = sender
         self.outbox = outbox
         self.replay = replay
-        self.failures: list[BaseException] = []
+        self.failures: list[BaseException] = []  # the last ten
         self.drained = False
 
     def _loop(self, host: MeasuringHost, name: str, loop: Callable[[threading.Event], None],
               world: threading.Event) -> None:
-        try:
-            loop(world)
-        except Exception as exc:  # a broken sampler must not take the others down
-            LOG.exception("%s of %s stopped", name, host.identity.host_id)
-            self.failures.append(exc)
+        # a broken sampler must not take the others down, nor stop measuring for good: a full
+        # disk or a locked outbox passes, so it starts again, waiting longer each time
+        delay = self.restart_first_seconds
+        while True:
+            try:
+                loop(world)
+                return
+            except Exception as exc:
+                LOG.exception("%s of %s stopped; starting it again in %g s", name,
+                              host.identity.host_id, delay)
+                self.failures = [*self.failures[-9:], exc]
+            if world.wait(delay):
+                return
+            delay = min(2.0 * delay, self.restart_max_seconds)
 
     def run(self, stop: threading.Event, *, drain_seconds: float = 2.0) -> None:
         # the hosts' world stops with the agent, or at the replay's --until moment
