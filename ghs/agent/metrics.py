@@ -43,6 +43,9 @@ class AgentCollector(Collector):
         yield CounterMetricFamily("ghs_agent_reconnects",
                                   "Connections to the manager after the first one",
                                   value=stats.reconnects)
+        yield CounterMetricFamily("ghs_agent_host_loop_failures",
+                                  "Host samplers and streams that failed and were started again",
+                                  value=self.agent.loop_failures)
         yield CounterMetricFamily("ghs_agent_manager_outages",
                                   "Times the manager stopped answering",
                                   value=stats.outages)

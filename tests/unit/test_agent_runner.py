@@ -33,6 +33,7 @@ def test_a_failing_host_loop_starts_again_until_the_world_stops():
     assert not thread.is_alive()
     assert len(starts) == 5 and all(stop is world for stop in starts)
     assert [str(exc) for exc in agent.failures] == ["database or disk is full"] * 4
+    assert agent.loop_failures == 4
 
 
 def test_a_failing_host_loop_is_not_restarted_once_the_world_has_stopped():
