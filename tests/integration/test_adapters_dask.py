@@ -213,6 +213,13 @@ def _calibrate(client, tmp_path, hosts=("ws1",)):
     outdir = tmp_path / "calibration"
     outdir.mkdir(exist_ok=True)
     workers = map_workers(client)
+    # a first item on each worker first, untimed: a fresh worker's first task (unpickling
+    # this module, warming up) took up to three items' time, and a plan from such figures
+    # sent every item to ws1 and lost to the even split when ws1's core was busy
+    client.gather([client.submit(burn_item, 990 + index, str(outdir),
+                                 workers=list(workers[name].addresses),
+                                 allow_other_workers=False, pure=False)
+                   for index, name in enumerate(hosts)])
     start = time.monotonic()
     futures = {name: [client.submit(burn_item, 1000 + 10 * index + i, str(outdir),
                                     workers=list(workers[name].addresses),
