@@ -46,6 +46,7 @@ class Agent:
         self.replay = replay
         self.failures: list[BaseException] = []  # the last ten
         self.loop_failures = 0  # host samplers' and streams' failures (each then restarted)
+        self._failures_lock = threading.Lock()  # the hosts' threads fail independently
         self.drained = False
 
     def _loop(self, host: MeasuringHost, name: str, loop: Callable[[threading.Event], None],
@@ -60,8 +61,9 @@ class Agent:
             except Exception as exc:
                 LOG.exception("%s of %s stopped; starting it again in %g s", name,
                               host.identity.host_id, delay)
-                self.failures = [*self.failures[-9:], exc]
-                self.loop_failures += 1
+                with self._failures_lock:
+                    self.failures = [*self.failures[-9:], exc]
+                    self.loop_failures += 1
             if world.wait(delay):
                 return
             delay = min(2.0 * delay, self.restart_max_seconds)
