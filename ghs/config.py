@@ -192,6 +192,10 @@ class AgentConfig:
     host_id: str = setting("", help="this host's id at the manager (default: hostname)")
     outbox: str = setting("~/.local/share/ghs/agent-outbox.sqlite",
                           help="unacknowledged measurements (SQLite)")
+    outbox_hold_records: int = setting(
+        20000, low=0, high=10_000_000,
+        help="records kept in memory while the outbox cannot be written (a full disk), "
+             "written when it can be again")
     store: str = setting("~/.local/share/ghs/agent-store.sqlite",
                          help="the sensor's local store of measurements and estimates")
     heartbeat_seconds: float = setting(30.0, low=0.1, high=3600.0, duration=True,

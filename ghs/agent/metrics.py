@@ -23,6 +23,7 @@ class AgentCollector(Collector):
         outbox, stats = self.agent.outbox, self.agent.sender.stats
         try:
             depth, oldest = outbox.count(), outbox.oldest_queued()
+            held = outbox.held_count()
         except Exception:  # the outbox closes as the agent stops: scrape what is left
             return
         yield GaugeMetricFamily("ghs_agent_outbox_measurements",
@@ -31,6 +32,15 @@ class AgentCollector(Collector):
         yield GaugeMetricFamily("ghs_agent_outbox_oldest_age_seconds",
                                 "Age of the oldest unacknowledged measurement (0: none)",
                                 value=0.0 if oldest is None else max(0.0, self.clock() - oldest))
+        yield GaugeMetricFamily("ghs_agent_outbox_held_records",
+                                "Records held in memory because the outbox could not be "
+                                "written (a full disk)", value=held)
+        yield CounterMetricFamily("ghs_agent_outbox_write_failures",
+                                  "Outbox writes that failed (their records were held)",
+                                  value=outbox.write_failures)
+        yield CounterMetricFamily("ghs_agent_outbox_dropped_records",
+                                  "Held records dropped past agent.outbox_hold_records",
+                                  value=outbox.dropped_records)
         yield CounterMetricFamily("ghs_agent_batches_sent",
                                   "Measurement batches sent (first sends)",
                                   value=stats.sent_batches)

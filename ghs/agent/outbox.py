@@ -4,11 +4,18 @@ A record (a measurement, or one of protocol version 2's capacity, running and te
 records) is committed here before anything is sent, and deleted only when the manager's
 acknowledgement (sent after the manager's own commit) arrives, so neither side's restart nor a
 dropped network loses one. Each (host, stream) has its own sequence.
+
+A record the outbox cannot write (a full disk, an I/O error) is held in memory, in order, and
+written ahead of the next record, or when the sender next asks (:meth:`Outbox.flush_held`):
+the sampler keeps measuring and nothing is lost while the agent runs. Past ``hold_max_records``
+the oldest held record is dropped, counted and logged; at close, held records that still
+cannot be written are logged as lost.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
 import threading
 import time
@@ -21,6 +28,7 @@ import sqlite_utils
 from ghs.errors import GhsError
 
 MEASUREMENTS = "measurements"
+LOG = logging.getLogger("ghs.agent")
 
 
 class OutboxError(GhsError):
@@ -34,12 +42,23 @@ class Outbox:
 
     ``path`` None keeps it in memory (tests only: nothing survives a restart then).
     ``clock`` (epoch seconds) stamps when each measurement was queued.
+    ``hold_max_records``: records held in memory while the database cannot be written;
+    after a failed write :meth:`flush_held` waits ``retry_seconds`` before it tries again (a
+    new record tries at once).
     """
 
     def __init__(self, path: str | Path | None, *,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time,
+                 hold_max_records: int = 20000, retry_seconds: float = 1.0) -> None:
         self._lock = threading.Lock()
         self.clock = clock
+        self.hold_max_records = hold_max_records
+        self.retry_seconds = retry_seconds
+        # (host_id, stream, fields, queued epoch seconds) not yet written, oldest first
+        self._held: list[tuple[str, str, dict[str, Any], float]] = []
+        self.write_failures = 0  # writes that failed (their records were then held)
+        self.dropped_records = 0  # held records dropped past hold_max_records
+        self._retry_at = 0.0  # time.monotonic() before which flush_held does not retry
         try:
             if path is None:
                 connection = sqlite3.connect(":memory:", check_same_thread=False)
@@ -73,25 +92,70 @@ class Outbox:
             raise OutboxError(f"cannot open the agent outbox {str(path)!r}: {exc}",
                               field="outbox", value=str(path)) from None
 
-    def add(self, host_id: str, fields: dict[str, Any], stream: str = MEASUREMENTS) -> int:
-        """Store one record (protocol fields without ``seq``); returns its seq."""
-        return self.add_many(host_id, [(stream, fields)])[0]
+    def add(self, host_id: str, fields: dict[str, Any], stream: str = MEASUREMENTS
+            ) -> int | None:
+        """Store one record (protocol fields without ``seq``); returns its seq (None: held)."""
+        seqs = self.add_many(host_id, [(stream, fields)])
+        return seqs[0] if seqs else None
 
     def add_many(self, host_id: str, records: list[tuple[str, dict[str, Any]]]) -> list[int]:
-        """Store (stream, fields) records of one host in one transaction; returns their seqs."""
+        """Store (stream, fields) records of one host in one transaction, after any held
+        records; returns their seqs, or [] when the write failed and they are held."""
+        queued = self.clock()
+        with self._lock:
+            batch = self._held + [(host_id, stream, fields, queued) for stream, fields in records]
+            written = self._write(batch)
+        return written[len(batch) - len(records):]
+
+    def flush_held(self) -> int:
+        """Write the held records if the database takes them now (after a failure, tried
+        again once ``retry_seconds`` have passed); returns how many were written."""
+        with self._lock:
+            if not self._held or time.monotonic() < self._retry_at:
+                return 0
+            return len(self._write(list(self._held)))
+
+    def held_count(self) -> int:
+        """Records held in memory because the database could not be written."""
+        with self._lock:
+            return len(self._held)
+
+    def _write(self, batch: list[tuple[str, str, dict[str, Any], float]]) -> list[int]:
+        """Write ``batch`` in order in one transaction (the caller holds the lock); if the
+        database cannot be written now, hold all of it instead. Returns the seqs written."""
         seqs = []
-        with self._lock, self.db.atomic():
-            for stream, fields in records:
-                rows = list(self.db.query(
-                    "SELECT next_seq FROM sequence WHERE host_id = ? AND stream = ?",
-                    [host_id, stream]))
-                seq = rows[0]["next_seq"] if rows else 0
-                self.db.execute("INSERT OR REPLACE INTO sequence (host_id, stream, next_seq) "
-                                "VALUES (?, ?, ?)", [host_id, stream, seq + 1])
-                self.db.execute("INSERT INTO outbox (host_id, stream, seq, payload, "
-                                "queued_epoch_seconds) VALUES (?, ?, ?, ?, ?)",
-                                [host_id, stream, seq, json.dumps(fields), self.clock()])
-                seqs.append(seq)
+        try:
+            with self.db.atomic():
+                for host_id, stream, fields, queued in batch:
+                    rows = list(self.db.query(
+                        "SELECT next_seq FROM sequence WHERE host_id = ? AND stream = ?",
+                        [host_id, stream]))
+                    seq = rows[0]["next_seq"] if rows else 0
+                    self.db.execute("INSERT OR REPLACE INTO sequence (host_id, stream, "
+                                    "next_seq) VALUES (?, ?, ?)", [host_id, stream, seq + 1])
+                    self.db.execute("INSERT INTO outbox (host_id, stream, seq, payload, "
+                                    "queued_epoch_seconds) VALUES (?, ?, ?, ?, ?)",
+                                    [host_id, stream, seq, json.dumps(fields), queued])
+                    seqs.append(seq)
+        except sqlite3.OperationalError as exc:
+            # a full disk, an I/O error, a lock held too long: it passes. A record the
+            # database refuses outright (a constraint) raises to the caller instead, and
+            # what was held stays held, so one bad record never blocks the others.
+            self.write_failures += 1
+            self._retry_at = time.monotonic() + self.retry_seconds
+            if not self._held:
+                LOG.error("cannot write the agent outbox (%s): holding records in memory, "
+                          "up to %d, until it can", exc, self.hold_max_records)
+            excess = max(0, len(batch) - self.hold_max_records)
+            if excess:
+                self.dropped_records += excess
+                LOG.error("outbox hold full: %d oldest records dropped (%d in all)", excess,
+                          self.dropped_records)
+            self._held = batch[excess:]
+            return []
+        if self._held:
+            LOG.warning("agent outbox writable again: %d held records written", len(self._held))
+        self._held = []
         return seqs
 
     def pending(self, host_id: str, limit: int, stream: str = MEASUREMENTS
@@ -148,5 +212,12 @@ class Outbox:
                 "SELECT DISTINCT host_id FROM outbox ORDER BY host_id")]
 
     def close(self) -> None:
+        """Write what is held if the database takes it, then close; what it still refuses
+        is lost with the process, and logged."""
         with self._lock:
+            if self._held:
+                self._write(list(self._held))
+            if self._held:
+                LOG.error("agent stopping: %d records it measured could not be written to the "
+                          "outbox and are lost", len(self._held))
             self.db.conn.close()

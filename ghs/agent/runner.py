@@ -89,7 +89,7 @@ class Agent:
             world.set()
             for thread in threads:
                 thread.join(timeout=10)
-            self.drained = self.outbox.count() == 0
+            self.drained = self.outbox.count() == 0 and self.outbox.held_count() == 0
             for host in self.hosts:
                 host.close()
             self.sender.close()
@@ -123,7 +123,8 @@ def build_agent(config: Config, *, context: zmq.Context, stop: threading.Event,
     """An agent for this machine, for ``simulate`` simulated workstations, or replaying the
     workload logs in ``replay``."""
     settings = config.agent
-    outbox = Outbox(expand(outbox_path or settings.outbox))
+    outbox = Outbox(expand(outbox_path or settings.outbox),
+                    hold_max_records=settings.outbox_hold_records)
     replayed = None
     try:
         if replay:

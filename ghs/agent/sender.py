@@ -129,6 +129,8 @@ class Sender:
         """One turn: send what is due, then take the replies that arrive within ``poll_ms``."""
         now = self.clock()
         self._watch_connections()
+        # records held while the outbox could not be written go in as soon as it can be
+        self.outbox.flush_held()
         for link in self.links.values():
             self._send_due(link, now)
         if self._recovered_at is not None and self._backlog_delivered(self._recovered_at):

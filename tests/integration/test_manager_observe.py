@@ -41,6 +41,8 @@ def test_metrics_of_a_real_manager_and_agent_match_status(daemons):
         assert ("ghs_agent_outbox_oldest_age_seconds", frozenset()) in agent_samples
         assert agent_samples[("ghs_agent_manager_reachable", frozenset())] == 1.0
         assert agent_samples[("ghs_agent_host_loop_failures_total", frozenset())] == 0
+        assert agent_samples[("ghs_agent_outbox_held_records", frozenset())] == 0
+        assert agent_samples[("ghs_agent_outbox_write_failures_total", frozenset())] == 0
         assert daemons.terminate(agent) == 0  # drains its outbox, then nothing else arrives
         status = client.status()
         samples = scrape(manager_port)
