@@ -11,20 +11,22 @@ moment.
 
 from __future__ import annotations
 
+import logging
 import math
 import random
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from sensors.clock import Clock, sleep_until
-from sensors.errors import InvalidArgumentError, SensorError
+from sensors.errors import InvalidArgumentError, SensorError, StoreError
 from sensors.estimates import Estimate, adapt_avg, measurements_next_hour, required_samples
 from sensors.measurement import Measurement
 from sensors.store import SensorStore
 
 HOUR_SECONDS = 3600.0
+LOG = logging.getLogger("ghs.sensors")
 
 
 class Measurer(Protocol):
@@ -61,7 +63,10 @@ class AdaptiveSampler:
 
     ``on_measurement`` is called with each new measurement (e.g. to send it on), before it
     is stored here.
-    ``failures`` keeps the last error of each failed measurement (they are skipped).
+    ``failures`` keeps the last ten errors of failed measurements (they are skipped) and of
+    writes the store refused; ``store_failures`` counts those writes. The store only steers
+    the sampling, so a write it refuses (a full disk) is logged and the hour goes on: the
+    measurement has already been handed on.
     """
 
     def __init__(self, sensor: Measurer, store: SensorStore, clock: Clock, rng: random.Random,
@@ -87,6 +92,8 @@ class AdaptiveSampler:
         self.window_seconds = window_hours * HOUR_SECONDS
         self.on_measurement = on_measurement
         self.failures: list[SensorError] = []
+        self.store_failures = 0
+        self._store_warned = False  # a refused store write was logged this hour
         # (clock time, count, n_s) planned at the end of the last hour sampled
         self._planned: tuple[float, int, dict[str, float | None]] | None = None
 
@@ -113,11 +120,12 @@ class AdaptiveSampler:
         now = self.clock.now()
         hour_start = math.floor(now / HOUR_SECONDS) * HOUR_SECONDS
         hour_end = hour_start + HOUR_SECONDS
+        self._store_warned = False
         count, n_s = self._count_now(now)
         # A partly elapsed hour gets its share of the hourly count.
         share = math.ceil(count * (hour_end - now) / HOUR_SECONDS - 1e-9)
         times = plan_times(now, hour_end, share, self.interval_seconds, self.rng)
-        self.store.add_plan(hour_start, count, n_s, times, created=now)
+        self._keep(self.store.add_plan, hour_start, count, n_s, times, created=now)
         completed = failed = 0
         for when in times:
             if stop is not None and stop.is_set():
@@ -137,7 +145,7 @@ class AdaptiveSampler:
             # process killed between the two writes loses the local copy, never the sent one
             if self.on_measurement is not None:
                 self.on_measurement(measurement)
-            self.store.add_measurement(measurement)
+            self._keep(self.store.add_measurement, measurement)
             completed += 1
         if stop is None or not stop.is_set():
             sleep_until(self.clock, hour_end)
@@ -149,10 +157,23 @@ class AdaptiveSampler:
         self._planned = (end, next_count, next_n_s)
         estimate = adapt_avg(recent, now=end, window_seconds=self.window_seconds,
                              history_start=self.store.history_start())
-        self.store.add_estimate(estimate)
-        self.store.prune(end)
+        self._keep(self.store.add_estimate, estimate)
+        self._keep(self.store.prune, end)
         return HourReport(hour_start, len(times), completed, failed, next_count, next_n_s,
                           estimate)
+
+    def _keep(self, write: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
+        """A store write; one the store refuses is counted, logged (once an hour) and
+        skipped, and sampling goes on."""
+        try:
+            write(*args, **kwargs)
+        except StoreError as exc:
+            self.failures = [*self.failures[-9:], exc]
+            self.store_failures += 1
+            if not self._store_warned:
+                LOG.warning("the sensor store refused a write (%d so far), sampling goes on: "
+                            "%s", self.store_failures, exc)
+            self._store_warned = True
 
     def run(self, *, hours: int | None = None, until: float | None = None,
             stop: threading.Event | None = None) -> list[HourReport]:

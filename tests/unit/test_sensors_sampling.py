@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import itertools
+import logging
 import math
 import random
+import sqlite3
 import statistics
 
 import pytest
@@ -185,9 +187,42 @@ def test_a_measurement_is_handed_on_before_it_is_stored_here():
     sampler = AdaptiveSampler(StubSensor(clock, lambda h, c: 1.0), FullStore(None), clock,
                               random.Random(1), interval_seconds=60.0, min_per_hour=2,
                               max_per_hour=20, on_measurement=handed.append)
-    with pytest.raises(StoreError):
-        sampler.run_hour()
-    assert len(handed) == 1  # on its way to the manager, whatever became of the local copy
+    report = sampler.run_hour()
+    # on its way to the manager, whatever became of the local copy, and the hour goes on
+    assert report.completed == report.planned == len(handed) == sampler.store_failures
+    assert isinstance(sampler.failures[-1], StoreError)
+
+
+def test_a_full_disk_under_the_store_does_not_stop_the_sampling(tmp_path, caplog):
+    """The store only steers the sampling: while its file cannot grow (SQLite's
+    max_page_count, as a full disk) every planned measurement is still taken and handed on,
+    the refusals are logged at most once an hour, and the store takes rows again once there
+    is room."""
+    store = SensorStore(tmp_path / "sensor.db")
+    clock = VirtualClock(T0)
+    handed = []
+    sampler = AdaptiveSampler(StubSensor(clock, lambda h, c: 1.0 + 3.0 * (c % 2)), store,
+                              clock, random.Random(1), interval_seconds=60.0, min_per_hour=2,
+                              max_per_hour=20, on_measurement=handed.append)
+    sampler.run(hours=2)
+    stored = len(store.measurements())
+    store.db.execute("CREATE TABLE filler (b BLOB)")
+    pages = store.db.execute("PRAGMA page_count").fetchone()[0]
+    store.db.execute(f"PRAGMA max_page_count = {pages}")
+    with pytest.raises(sqlite3.OperationalError, match="full"):
+        for _ in range(10_000):  # the free space left in the file's pages
+            store.db.execute("INSERT INTO filler VALUES (zeroblob(100))")
+    with caplog.at_level(logging.WARNING, logger="ghs.sensors"):
+        reports = sampler.run(hours=6)
+    assert sum(r.completed for r in reports) == sum(r.planned for r in reports) > 0
+    assert len(handed) == stored + sum(r.completed for r in reports)
+    assert sampler.store_failures > 0
+    assert 1 <= caplog.text.count("the sensor store refused a write") <= 6  # once an hour
+    store.db.execute("PRAGMA max_page_count = 1073741823")
+    failed = sampler.store_failures
+    report = sampler.run_hour()
+    assert len(store.measurements()) > stored and report.completed == report.planned
+    assert sampler.store_failures == failed
 
 
 def test_sampler_starting_mid_hour_plans_only_the_rest_of_it():
