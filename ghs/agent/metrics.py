@@ -41,6 +41,11 @@ class AgentCollector(Collector):
         yield CounterMetricFamily("ghs_agent_outbox_dropped_records",
                                   "Held records dropped past agent.outbox_hold_records",
                                   value=outbox.dropped_records)
+        yield CounterMetricFamily("ghs_agent_sensor_store_failures",
+                                  "Writes the hosts' local sensor stores refused (skipped: "
+                                  "the measurements still went to the outbox)",
+                                  value=sum(host.sampler.store_failures
+                                            for host in self.agent.hosts))
         yield CounterMetricFamily("ghs_agent_batches_sent",
                                   "Measurement batches sent (first sends)",
                                   value=stats.sent_batches)
