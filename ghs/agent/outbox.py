@@ -43,22 +43,24 @@ class Outbox:
     ``path`` None keeps it in memory (tests only: nothing survives a restart then).
     ``clock`` (epoch seconds) stamps when each measurement was queued.
     ``hold_max_records``: records held in memory while the database cannot be written;
-    after a failed write :meth:`flush_held` waits ``retry_seconds`` before it tries again (a
-    new record tries at once).
+    after a failed write the next try waits ``retry_seconds`` on ``monotonic`` (records added
+    meanwhile join the held ones).
     """
 
     def __init__(self, path: str | Path | None, *,
                  clock: Callable[[], float] = time.time,
-                 hold_max_records: int = 20000, retry_seconds: float = 1.0) -> None:
+                 hold_max_records: int = 20000, retry_seconds: float = 1.0,
+                 monotonic: Callable[[], float] = time.monotonic) -> None:
         self._lock = threading.Lock()
         self.clock = clock
+        self.monotonic = monotonic
         self.hold_max_records = hold_max_records
         self.retry_seconds = retry_seconds
         # (host_id, stream, fields, queued epoch seconds) not yet written, oldest first
         self._held: list[tuple[str, str, dict[str, Any], float]] = []
         self.write_failures = 0  # writes that failed (their records were then held)
         self.dropped_records = 0  # held records dropped past hold_max_records
-        self._retry_at = 0.0  # time.monotonic() before which flush_held does not retry
+        self._retry_at = 0.0  # monotonic time before which no write is tried while held
         try:
             if path is None:
                 connection = sqlite3.connect(":memory:", check_same_thread=False)
@@ -104,6 +106,9 @@ class Outbox:
         queued = self.clock()
         with self._lock:
             batch = self._held + [(host_id, stream, fields, queued) for stream, fields in records]
+            if self._held and self.monotonic() < self._retry_at:
+                self._hold(batch)  # the disk refused a moment ago: no new try yet
+                return []
             written = self._write(batch)
         return written[len(batch) - len(records):]
 
@@ -111,7 +116,7 @@ class Outbox:
         """Write the held records if the database takes them now (after a failure, tried
         again once ``retry_seconds`` have passed); returns how many were written."""
         with self._lock:
-            if not self._held or time.monotonic() < self._retry_at:
+            if not self._held or self.monotonic() < self._retry_at:
                 return 0
             return len(self._write(list(self._held)))
 
@@ -142,16 +147,11 @@ class Outbox:
             # database refuses outright (a constraint) raises to the caller instead, and
             # what was held stays held, so one bad record never blocks the others.
             self.write_failures += 1
-            self._retry_at = time.monotonic() + self.retry_seconds
+            self._retry_at = self.monotonic() + self.retry_seconds
             if not self._held:
                 LOG.error("cannot write the agent outbox (%s): holding records in memory, "
                           "up to %d, until it can", exc, self.hold_max_records)
-            excess = max(0, len(batch) - self.hold_max_records)
-            if excess:
-                self.dropped_records += excess
-                LOG.error("outbox hold full: %d oldest records dropped (%d in all)", excess,
-                          self.dropped_records)
-            self._held = batch[excess:]
+            self._hold(batch)
             return []
         if self._held:
             LOG.warning("agent outbox writable again: %d held records written", len(self._held))
@@ -210,6 +210,15 @@ class Outbox:
         with self._lock:
             return [row["host_id"] for row in self.db.query(
                 "SELECT DISTINCT host_id FROM outbox ORDER BY host_id")]
+
+    def _hold(self, batch: list[tuple[str, str, dict[str, Any], float]]) -> None:
+        """Keep ``batch`` as the held records, the newest ``hold_max_records`` of it."""
+        excess = max(0, len(batch) - self.hold_max_records)
+        if excess:
+            self.dropped_records += excess
+            LOG.error("outbox hold full: %d oldest records dropped (%d in all)", excess,
+                      self.dropped_records)
+        self._held = batch[excess:]
 
     def close(self) -> None:
         """Write what is held if the database takes it, then close; what it still refuses

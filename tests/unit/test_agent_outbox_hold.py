@@ -64,15 +64,21 @@ def test_held_records_go_in_when_the_sender_asks_and_keep_their_queue_time(tmp_p
     assert outbox.oldest_queued() == 100.0  # queued while the disk was full, not when written
 
 
-def test_after_a_failure_the_sender_waits_before_trying_again(tmp_path):
-    outbox = Outbox(tmp_path / "o.sqlite", retry_seconds=3600.0)
+def test_after_a_failure_the_next_try_waits(tmp_path):
+    """A full disk is not retried on every record (each try rewrites the whole hold): records
+    added within retry_seconds of a failure join the hold, in order."""
+    now = [0.0]
+    outbox = Outbox(tmp_path / "o.sqlite", retry_seconds=5.0, monotonic=lambda: now[0])
     outbox.add("a", _big(0))
     _fill(outbox)
     outbox.add("a", _big(1))
     _free(outbox)
-    assert outbox.flush_held() == 0 and outbox.write_failures == 1  # not tried yet
-    assert outbox.add("a", _big(2)) == 2  # a new record tries at once, behind the held one
-    assert [fields["i"] for _, fields in outbox.pending("a", 5)] == [0, 1, 2]
+    now[0] = 4.0
+    assert outbox.flush_held() == 0 and outbox.add("a", _big(2)) is None
+    assert outbox.write_failures == 1 and outbox.held_count() == 2  # not tried yet
+    now[0] = 5.0
+    assert outbox.add("a", _big(3)) == 3  # tried again: the held ones first
+    assert [fields["i"] for _, fields in outbox.pending("a", 5)] == [0, 1, 2, 3]
 
 
 def test_the_hold_is_bounded_and_says_what_it_dropped(tmp_path, caplog):
