@@ -64,6 +64,8 @@ class _HostLink:
     hello_sent: float = -1e300
     last_sent: float = -1e300
     timeout: float = 0.0
+    # the manager's last word on this host was host_not_allowed: no ack is coming
+    refused: bool = False
 
 
 @dataclass
@@ -122,8 +124,19 @@ class Sender:
         while not stop.is_set():
             self.step()
         deadline = self.clock() + drain_seconds
-        while self.clock() < deadline and self.outbox.count() > 0:
+        while self.clock() < deadline and self._awaiting_acks():
             self.step()
+        left = self.outbox.count()
+        if left:
+            refused = sorted(host_id for host_id, link in self.links.items() if link.refused)
+            LOG.warning("stopping with %d records in the outbox, kept for the next start%s",
+                        left, f" (the manager refuses host {', '.join(refused)})"
+                        if refused else "")
+
+    def _awaiting_acks(self) -> bool:
+        """Whether a host the manager has not refused still has records in the outbox."""
+        return any(not link.refused and self.outbox.count(host_id) > 0
+                   for host_id, link in self.links.items())
 
     def step(self, poll_ms: int = 50) -> None:
         """One turn: send what is due, then take the replies that arrive within ``poll_ms``."""
@@ -259,6 +272,7 @@ class Sender:
             link = self.links.get(reply.host_id)
             if link is None:
                 return
+            link.refused = False
             stream = reply.stream or MEASUREMENTS
             flight = link.flights.get(stream)
             if request_id is not None and request_id == link.hello_id:
@@ -277,6 +291,7 @@ class Sender:
             if reply.code == "unknown_host":
                 link.greeted = False  # the manager lost us (new database): say hello again
                 link.hello_sent = -1e300
+            link.refused = reply.code == "host_not_allowed"
             for flight in link.flights.values():
                 if request_id == flight.batch_id:
                     flight.batch_id = None

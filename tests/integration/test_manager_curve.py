@@ -90,9 +90,9 @@ def test_a_listed_agent_claiming_another_host_stores_nothing(daemons, tmp_path):
                   outbox="honest.sqlite", log="honest.log",
                   GHS_AGENT_KEYS=str(honest_secret), **secure)
     # the liar's key is listed, but for liar-sim*: it claims the honest agent's host id
-    daemons.agent(endpoint, "--simulate", "1", "--speedup", "3600", "--seed", "9",
-                  "--host-id", "honest", outbox="liar.sqlite", log="liar.log",
-                  GHS_AGENT_KEYS=str(liar_secret), **secure)
+    liar = daemons.agent(endpoint, "--simulate", "1", "--speedup", "3600", "--seed", "9",
+                         "--host-id", "honest", outbox="liar.sqlite", log="liar.log",
+                         GHS_AGENT_KEYS=str(liar_secret), **secure)
     # and the query-only client key may not report at all
     daemons.agent(endpoint, "--simulate", "1", "--speedup", "3600", "--host-id", "client",
                   outbox="client.sqlite", log="client-agent.log",
@@ -109,6 +109,10 @@ def test_a_listed_agent_claiming_another_host_stores_nothing(daemons, tmp_path):
     with sqlite3.connect(daemons.root / "liar.sqlite") as connection:
         assert connection.execute("SELECT COUNT(*) FROM outbox").fetchone()[0] > 0
     assert "host_not_allowed" in daemons.log("liar.log")
+    # stopped, it keeps them for its next start and says why it did not wait for acks
+    assert daemons.terminate(liar) == 0
+    assert "kept for the next start (the manager refuses host honest-sim00)" in \
+        daemons.log("liar.log")
     # a forged batch straight onto the wire under the honest host's id is refused too
     context = zmq.Context()
     try:
