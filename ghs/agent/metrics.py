@@ -35,35 +35,28 @@ class AgentCollector(Collector):
         yield GaugeMetricFamily("ghs_agent_outbox_held_records",
                                 "Records held in memory because the outbox could not be "
                                 "written (a full disk)", value=held)
-        yield CounterMetricFamily("ghs_agent_outbox_write_failures",
-                                  "Outbox writes that failed (their records were held)",
-                                  value=outbox.write_failures)
-        yield CounterMetricFamily("ghs_agent_outbox_dropped_records",
-                                  "Held records dropped past agent.outbox_hold_records",
-                                  value=outbox.dropped_records)
-        yield CounterMetricFamily("ghs_agent_sensor_store_failures",
-                                  "Writes the hosts' local sensor stores refused (skipped: "
-                                  "the measurements still went to the outbox)",
-                                  value=sum(host.sampler.store_failures
-                                            for host in self.agent.hosts))
-        yield CounterMetricFamily("ghs_agent_batches_sent",
-                                  "Measurement batches sent (first sends)",
-                                  value=stats.sent_batches)
-        yield CounterMetricFamily("ghs_agent_batches_resent",
-                                  "Batches sent again after no ack within the timeout",
-                                  value=stats.resent_batches)
-        yield CounterMetricFamily("ghs_agent_measurements_acked",
-                                  "Measurements the manager acknowledged (then dropped here)",
-                                  value=stats.acked)
-        yield CounterMetricFamily("ghs_agent_reconnects",
-                                  "Connections to the manager after the first one",
-                                  value=stats.reconnects)
-        yield CounterMetricFamily("ghs_agent_host_loop_failures",
-                                  "Host samplers and streams that failed and were started again",
-                                  value=self.agent.loop_failures)
-        yield CounterMetricFamily("ghs_agent_manager_outages",
-                                  "Times the manager stopped answering",
-                                  value=stats.outages)
+        counters = (
+            ("ghs_agent_outbox_write_failures",
+             "Outbox writes that failed (their records were held)", outbox.write_failures),
+            ("ghs_agent_outbox_dropped_records",
+             "Held records dropped past agent.outbox_hold_records", outbox.dropped_records),
+            ("ghs_agent_sensor_store_failures",
+             "Writes the hosts' local sensor stores refused (skipped: the measurements still "
+             "went to the outbox)", sum(host.sampler.store_failures for host in self.agent.hosts)),
+            ("ghs_agent_batches_sent", "Measurement batches sent (first sends)",
+             stats.sent_batches),
+            ("ghs_agent_batches_resent", "Batches sent again after no ack within the timeout",
+             stats.resent_batches),
+            ("ghs_agent_measurements_acked",
+             "Measurements the manager acknowledged (then dropped here)", stats.acked),
+            ("ghs_agent_reconnects", "Connections to the manager after the first one",
+             stats.reconnects),
+            ("ghs_agent_host_loop_failures",
+             "Host samplers and streams that failed and were started again",
+             self.agent.loop_failures),
+            ("ghs_agent_manager_outages", "Times the manager stopped answering", stats.outages))
+        for name, text, value in counters:
+            yield CounterMetricFamily(name, text, value=value)
         family = CounterMetricFamily("ghs_agent_errors", "Error replies and bad messages, "
                                      "by code", labels=["code"])
         for code, count in sorted(dict(stats.errors).items()):
