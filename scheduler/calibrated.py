@@ -37,11 +37,15 @@ class CalibratedLaw:
     factors: np.ndarray
     grid_seconds: np.ndarray
     cdf_values: np.ndarray
+    # the task's earliest finish, its slowest share's dedicated time: 0 before it, where
+    # the grid's interpolation alone would start the rise a step early
+    start_seconds: float = 0.0
 
     def cdf(self, x: Any) -> np.ndarray:
         """P(T <= x) of the calibrated law at times x (seconds), interpolated on the grid."""
-        return np.interp(np.asarray(x, dtype=float), self.grid_seconds, self.cdf_values,
-                         left=0.0, right=1.0)
+        x = np.asarray(x, dtype=float)
+        values = np.interp(x, self.grid_seconds, self.cdf_values, left=0.0, right=1.0)
+        return np.where(x < self.start_seconds, 0.0, values)
 
 
 def calibrate(prediction: Any, factors: Any, levels: Any = LEVELS) -> CalibratedLaw:
@@ -60,17 +64,21 @@ def _calibrate(prediction: Any, factors: np.ndarray, levels: np.ndarray) -> Cali
     grid = _grid(prediction, factors)
     host_cdf = _monotone_rows(np.clip(prediction.host_cdf(grid), 0.0, 1.0))
     model_q = _row_quantiles(grid, host_cdf, levels)
-    reported = np.maximum.accumulate(model_q * factors, axis=1)
+    dedicated = np.asarray(prediction.dedicated_seconds, dtype=float)
+    reported = reported_quantiles(model_q, factors, dedicated)
     at_reported = np.maximum.accumulate(_row_interp(grid, host_cdf, reported), axis=1)
     task_cdf = np.zeros(grid.size)
-    # Where a host has not started (F = 0) and its map keeps 0 at 0, the product is 0: only
-    # the points past the last such host's start are mapped.
-    holds = at_reported[:, 0] > 0
-    live = int((host_cdf == 0).sum(axis=1)[holds].max()) if holds.any() else 0
+    # Every map keeps 0 at 0, so the product is 0 until the last host's start: only the
+    # points past it are mapped.
+    live = int((host_cdf == 0).sum(axis=1).max())
     task_cdf[live:] = np.prod(_level_map(host_cdf[:, live:], at_reported, levels), axis=0)
     task_cdf = np.maximum.accumulate(task_cdf)
     names = list(REPORTED)
     values = _row_quantiles(grid, task_cdf[None, :], np.array(list(REPORTED.values())))[0]
+    # the grid puts a host's first finishes up to a step before its start: no quantile of
+    # the task comes before its slowest share's dedicated time
+    start = float(dedicated.max(initial=0.0))
+    values = np.maximum(values, start)
     # The moments integrate the survival function on the grid; the model's own law, integrated
     # on the same grid, corrects the discretisation (exact when every factor is 1).
     model_cdf = np.maximum.accumulate(np.prod(host_cdf, axis=0))
@@ -80,7 +88,18 @@ def _calibrate(prediction: Any, factors: np.ndarray, levels: np.ndarray) -> Cali
     second = prediction.std ** 2 + prediction.mean ** 2 + second_gap
     std = float(np.sqrt(max(second - mean * mean, 0.0)))
     return CalibratedLaw(float(mean), std, dict(zip(names, map(float, values))), reported,
-                         factors, grid, task_cdf)
+                         factors, grid, task_cdf, start)
+
+
+def reported_quantiles(model_quantiles: np.ndarray, factors: np.ndarray,
+                       dedicated_seconds: np.ndarray) -> np.ndarray:
+    """(hosts, levels) calibrated quantiles, seconds: the model's times the factors, made
+    non-decreasing in the level, and never before the host's dedicated time (its share
+    cannot finish sooner, whatever a factor below 1 says: where the model's quantile is
+    the dedicated time itself, a run without interruption, a factor of 0.98 put it 2%
+    before, and the level map then put the level's mass at time 0)."""
+    scaled = np.maximum.accumulate(model_quantiles * factors, axis=-1)
+    return np.maximum(scaled, np.asarray(dedicated_seconds, dtype=float)[..., None])
 
 
 def _monotone_rows(cdf: np.ndarray) -> np.ndarray:
@@ -95,7 +114,8 @@ def _level_map(cdf: np.ndarray, model_levels: np.ndarray, levels: np.ndarray) ->
     """:func:`scheduler.conformal.level_map` (same arguments, checked there) as a sum of
     clipped ramps, one per segment between knots: a few passes over (hosts, points) instead
     of gathering each value's segment. A zero-width segment is a step at its knot (the upper
-    knot wins a tie, as there)."""
+    knot wins a tie, as there), and phi(0) = 0 (a step at a knot of 0 is taken just above
+    it, as there)."""
     knots = np.concatenate([np.zeros((cdf.shape[0], 1)), model_levels,
                             np.ones((cdf.shape[0], 1))], axis=1)
     rises = np.diff(np.concatenate([[0.0], levels, [1.0]]))
@@ -110,7 +130,8 @@ def _level_map(cdf: np.ndarray, model_levels: np.ndarray, levels: np.ndarray) ->
         out += np.clip(ramp, 0.0, rise, out=ramp)
         rows = np.flatnonzero(steps[:, j])
         if rows.size:
-            out[rows] += rise * (cdf[rows] >= knots[rows, j:j + 1])
+            # where the model says the host cannot have finished, neither has it calibrated
+            out[rows] += rise * ((cdf[rows] >= knots[rows, j:j + 1]) & (cdf[rows] > 0))
     return np.clip(out, 0.0, 1.0, out=out)
 
 

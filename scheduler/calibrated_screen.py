@@ -16,8 +16,7 @@ percentile over 4,200 random sets), for about half the cost:
 - each member's CDF once, on its set's grid columns from just before the set's first start
   (every F is 0 before) to where every F rounds to 1 or the grid ends: its quantiles and F at
   the reported ones are read there as the served law reads them, and the task's and the
-  model's CDFs follow (before the window both are constant: the model's 0, the task's the
-  product of the maps at 0).
+  model's CDFs follow (before the window both are 0: every level map keeps 0 at 0).
 
 Without a backlog only: a host is then one server type, F = (1 - q sf(x - t))^mult, in the
 served law's arithmetic (a backlog's laws are mixtures, scored by the quadrature as before).
@@ -31,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from scheduler.calibrated import GRID_POINTS, _level_map
+from scheduler.calibrated import GRID_POINTS, _level_map, reported_quantiles
 from scheduler.calibrated_selection import _quantiles, _window_cdf
 from scheduler.model import Servers
 
@@ -87,28 +86,17 @@ def screen_moments(servers: Any, dedicated_seconds: np.ndarray, factors: np.ndar
     with np.errstate(invalid="ignore"):
         cdf = np.maximum.accumulate(_cdf(pairs, pair_window), axis=1)
     model_q = _quantiles(pair_window, cdf, levels)
-    reported = np.maximum.accumulate(model_q * factors[pair_set, pair_host], axis=1)
+    reported = reported_quantiles(model_q, factors[pair_set, pair_host], t)
     knots = np.clip(np.maximum.accumulate(_interp_columns(
         cdf, reported, log_low[pair_set], log_step[pair_set], first[pair_set], pair_window),
         axis=1), 0.0, 1.0)
-    # Before the latest start of a member whose map keeps 0 at 0 (else the first start) both
-    # CDFs are constant: the model's 0, the task's the product of the maps at 0.
-    # (the map at 0: the levels whose knots are at 0 are steps there, _level_map's tie rule)
-    at_zero = (knots <= 0) @ np.diff(levels, prepend=0.0)
-    holds = at_zero <= 0
-    begin = np.maximum.reduceat(np.where(holds, t, 0.0), starts)
-    begin = np.where(begin > 0, begin, np.minimum.reduceat(t, starts))
-    constant = np.multiply.reduceat(at_zero, starts) * (begin > 0)
-    constant = np.where(np.maximum.reduceat(holds.astype(float), starts) > 0, 0.0, constant)
+    # before the window both CDFs are 0 (every map keeps 0 at 0), so the gap is too
     task = np.maximum.accumulate(
-        np.maximum(np.multiply.reduceat(_level_map(cdf, knots, levels), starts, axis=0),
-                   constant[:, None]), axis=1)
+        np.multiply.reduceat(_level_map(cdf, knots, levels), starts, axis=0), axis=1)
     model = np.maximum.accumulate(np.multiply.reduceat(cdf, starts, axis=0), axis=1)
     gap = model - task
-    # the served law's grid integral of the gap: constant (-constant) up to the window
-    start = window[:, 0]
-    first_gap = -constant * start + np.trapezoid(gap, window, axis=1)
-    second_gap = -constant * start**2 + np.trapezoid(2.0 * window * gap, window, axis=1)
+    first_gap = np.trapezoid(gap, window, axis=1)
+    second_gap = np.trapezoid(2.0 * window * gap, window, axis=1)
     mean = model_mean + first_gap
     second = model_var + model_mean**2 + second_gap
     return mean, np.maximum(second - mean**2, 0.0)

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from scheduler import completion, fits
-from scheduler.calibrated import GRID_POINTS, _level_map
+from scheduler.calibrated import GRID_POINTS, _level_map, reported_quantiles
 from scheduler.conformal import LEVELS
 from scheduler.errors import InvalidArgumentError
 from scheduler.host_cdf import _power
@@ -119,13 +119,13 @@ def calibrated_moments(servers: Any, dedicated_seconds: np.ndarray, factors: np.
     host_cdf, first, stop = _host_cdf(pair_servers, pair_grid)  # (P, K)
     pair_factors = factors[pair_set, pair_host]  # (P, L)
     model_q = _quantiles(pair_grid, host_cdf, levels)
-    reported = np.maximum.accumulate(model_q * pair_factors, axis=1)
+    reported = reported_quantiles(model_q, pair_factors, dedicated_seconds[pair_set, pair_host])
     at_reported = np.maximum.accumulate(_interp(pair_grid, host_cdf, reported), axis=1)
     knots = np.clip(at_reported, 0.0, 1.0)
     # the served law's level map (calibrated._level_map: conformal.level_map as clipped ramps)
-    # phi maps 1 to 1; below ``first`` every F is 0, mapped alike in each row
+    # phi maps 1 to 1 and 0 to 0 (below ``first`` every F is 0)
     mapped = np.ones_like(host_cdf)
-    mapped[:, :first] = _level_map(np.zeros((len(knots), 1)), knots, levels)
+    mapped[:, :first] = 0.0
     mapped[:, first:stop] = _level_map(host_cdf[:, first:stop], knots, levels)
     # pairs come set by set (np.nonzero's row-major order) and every set has work somewhere
     starts = np.searchsorted(pair_set, np.arange(count))
@@ -140,10 +140,10 @@ def calibrated_moments(servers: Any, dedicated_seconds: np.ndarray, factors: np.
 
 
 def calibrated_host_log_cdf(servers: Any, log_cdf: np.ndarray, factors: np.ndarray,
-                            levels: np.ndarray) -> np.ndarray:
+                            levels: np.ndarray, dedicated_seconds: np.ndarray) -> np.ndarray:
     """(K, n) log of each host's calibrated CDF phi_k(F_k) at the points where its model
     ``log_cdf`` (K, n) was read; ``servers``: the hosts' laws, (1, n) (one server each),
-    ``factors`` (n, levels) of the length nearest each one's dedicated time. Each host's
+    ``factors`` (n, levels) of the length nearest each one's ``dedicated_seconds`` (n,). Each host's
     level map is read on its own geometric grid of ``_HOST_POINTS`` from its start to where
     its survival is 1e-9 (the served law reads it on the set's grid: close, not the same
     figures; this ranks hosts, it does not score sets)."""
@@ -152,7 +152,7 @@ def calibrated_host_log_cdf(servers: Any, log_cdf: np.ndarray, factors: np.ndarr
     if isinstance(rows, Servers) and hosts == len(factors):
         # one plain server type per host: its quantiles in closed form, and F at the
         # reported ones exactly (not read on a grid; 3-4 times cheaper)
-        knots = _exact_knots(rows, factors, levels)
+        knots = _exact_knots(rows, factors, levels, dedicated_seconds)
         with np.errstate(divide="ignore"):
             return np.log(_level_map(np.exp(log_cdf).T, knots, levels)).T
     start = np.maximum(completion.start_point(rows), 1e-9)
@@ -161,23 +161,25 @@ def calibrated_host_log_cdf(servers: Any, log_cdf: np.ndarray, factors: np.ndarr
     grid = np.exp(np.linspace(np.log(start), np.log(end), _HOST_POINTS, axis=1))
     cdf, _, _ = _host_cdf(rows, grid)
     model_q = _quantiles(grid, cdf, levels)
-    reported = np.maximum.accumulate(model_q * factors, axis=1)
+    reported = reported_quantiles(model_q, factors, dedicated_seconds)
     knots = np.clip(np.maximum.accumulate(_interp(grid, cdf, reported), axis=1), 0.0, 1.0)
     with np.errstate(divide="ignore"):
         return np.log(_level_map(np.exp(log_cdf).T, knots, levels)).T
 
 
-def _exact_knots(rows: Servers, factors: np.ndarray, levels: np.ndarray) -> np.ndarray:
+def _exact_knots(rows: Servers, factors: np.ndarray, levels: np.ndarray,
+                 dedicated_seconds: np.ndarray) -> np.ndarray:
     """(n, levels) F of each row's single server type (n, 1) at its reported quantiles (its
-    model quantiles times ``factors``), non-decreasing: where F = L,
-    1 - q sf(x - t) = L^(1 / mult), at t itself within the atom P(no interruption)."""
+    model quantiles times ``factors``, not before ``dedicated_seconds``), non-decreasing:
+    where F = L, 1 - q sf(x - t) = L^(1 / mult), at t itself within the atom P(no
+    interruption)."""
     t, q = rows.t[:, :1], rows.q[:, :1]
     need = -np.expm1(np.log(levels)[None, :] / np.maximum(rows.mult[:, :1], 1.0))
     atom = need >= q
     with np.errstate(invalid="ignore", divide="ignore"):
         delay = fits.isf(rows.code, rows.p1, rows.p2, np.where(atom, 1.0, need / np.where(
             atom, 1.0, q)))
-    reported = np.maximum.accumulate((t + np.where(atom, 0.0, delay)) * factors, axis=1)
+    reported = reported_quantiles(t + np.where(atom, 0.0, delay), factors, dedicated_seconds)
     return np.clip(np.maximum.accumulate(_window_cdf(rows, reported), axis=1), 0.0, 1.0)
 
 

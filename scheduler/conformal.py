@@ -246,7 +246,9 @@ def level_map(cdf_values: Any, model_levels: Any, levels: Any = LEVELS) -> np.nd
 
     ``cdf_values``: F(x) per host, shape (hosts, points); ``model_levels``: F at each of the
     host's reported quantiles, shape (hosts, levels), non-decreasing; ``levels``: the nominal
-    levels. phi is piecewise linear through (0, 0), (model_levels, levels), (1, 1).
+    levels. phi is piecewise linear through (0, 0), (model_levels, levels), (1, 1); a knot
+    of 0 (a reported quantile at or before the host's start) makes phi jump just above 0,
+    never at it: the calibrated law has not finished where the model's cannot have.
     """
     f = np.asarray(cdf_values, dtype=float)
     m = np.asarray(model_levels, dtype=float)
@@ -267,7 +269,7 @@ def level_map(cdf_values: Any, model_levels: Any, levels: Any = LEVELS) -> np.nd
     width = hi - lo
     frac = np.divide(f - lo, width, out=np.ones_like(f), where=width > 0)
     out = knots_y[segment] + np.clip(frac, 0.0, 1.0) * (knots_y[segment + 1] - knots_y[segment])
-    return np.clip(out, 0.0, 1.0)
+    return np.where(f > 0, np.clip(out, 0.0, 1.0), 0.0)
 
 
 def interval_summary(realised: Any, reported: Any, levels: Any = LEVELS) -> dict[str, Any]:

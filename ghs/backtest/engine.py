@@ -225,14 +225,18 @@ class _Run:
         self.pending = still
 
     def _calibrate(self, name: str, row: int, work: float, at: float, realised: float,
-                   quantiles: np.ndarray) -> np.ndarray:
+                   quantiles: np.ndarray, dedicated_seconds: float) -> np.ndarray:
+        """The calibrated quantiles served for this launch: never before the task's
+        ``dedicated_seconds`` (its slowest share's), as the served law's. The calibrator
+        learns from its own, unfloored ones: a floor that covers would lower its factor
+        without end."""
         calibrator = self.calibrators[name, work]
         reported = calibrator.adjust([row], quantiles[None])[0]
         pooled = calibrator.pool_adjust(quantiles[None])[0]
         levels = np.zeros(len(LEVELS), bool)
         self.pending.append(_Pending(row, (name, work), at, realised, reported, pooled,
                                      levels, levels.copy()))
-        return reported
+        return np.maximum(reported, dedicated_seconds)
 
     # -- launches --------------------------------------------------------------------------
 
@@ -305,8 +309,9 @@ class _Run:
                         self._record(name, at, float(w), shares, realised, p.mean, q)
                     for calibrated, view in CALIBRATED.items():
                         if view == name:
-                            reported_by[calibrated] = self._calibrate(calibrated, k, float(w),
-                                                                      at, realised, q)
+                            reported_by[calibrated] = self._calibrate(
+                                calibrated, k, float(w), at, realised, q,
+                                float(np.max(p.dedicated_seconds)))
                             means_by[calibrated] = p.mean
                 if not scored:
                     continue
@@ -369,7 +374,8 @@ class _Run:
                                             backlogs[k], finish[k], p.mean)
                 for calibrated, view in PARALLEL_CALIBRATED.items():
                     if view == name:
-                        reported = self._calibrate(calibrated, 0, w, at, realised, q)
+                        reported = self._calibrate(calibrated, 0, w, at, realised, q,
+                                                   float(np.max(p.dedicated_seconds)))
                         if scored:
                             self._parallel_record(calibrated, at, w, shares, p.mean,
                                                   reported)

@@ -48,6 +48,28 @@ def test_a_served_prediction_keeps_the_model_mean_and_calibrates_the_rest():
     assert body["mean"] == p.mean and body["calibrated_law"]["mean"] == pytest.approx(law.mean)
 
 
+@pytest.mark.parametrize("factor", [0.98, 0.9, 0.5])
+def test_no_calibrated_quantile_comes_before_the_dedicated_time(factor):
+    """A factor below 1 on a host whose model quantile is its dedicated time (a run no local
+    job interrupts) cannot make the task finish sooner than that: the level map once put
+    the level's mass at time 0 (p50 180 s for an hour's work)."""
+    sparse = Host("s", lam=0.0001, mu=1 / 600, sigma=600, rho=0.06)
+    p = predict([sparse], 3600.0)
+    assert p.quantiles["p50"] == pytest.approx(3600.0)
+    served = calibrated_prediction(p, np.full((1, 3), factor))
+    for name in ("p50", "p90", "p95"):
+        assert served.quantiles[name] >= 3600.0
+    assert served.quantiles["p50"] == pytest.approx(3600.0)
+    assert served.law.host_quantiles[0] == pytest.approx(np.maximum(
+        3600.0, factor * np.array([p.quantiles[n] for n in ("p50", "p90", "p95")])), rel=5e-3)
+    assert served.law.mean >= 3600.0
+    assert served.cdf([3599.0])[0] == 0.0 and served.cdf([1e6])[0] == 1.0
+    # a parallel task's law: nothing before the slowest share's dedicated time either
+    p2 = predict([sparse, HOSTS[0]], 7200.0)
+    law = calibrate(p2, np.full((2, 3), factor))
+    assert min(law.quantiles.values()) >= p2.dedicated_seconds.max()
+
+
 def test_a_task_finishes_with_its_slowest_share():
     twin = [Host("a", lam=0.002, mu=0.01, sigma=150, rho=0.2),
             Host("b", lam=0.002, mu=0.01, sigma=150, rho=0.2)]

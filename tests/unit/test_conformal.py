@@ -112,6 +112,17 @@ def test_adjusted_quantiles_stay_monotone_and_the_level_map_is_a_cdf():
     np.testing.assert_allclose(at_reported[0], LEVELS)
 
 
+def test_the_level_map_keeps_zero_at_zero_when_knots_sit_at_zero():
+    """Reported quantiles at or before the host's start (F = 0 there): the calibrated CDF
+    jumps just above 0, never at it, so nothing finishes where the model says nothing can."""
+    knots = np.array([[0.0, 0.0, 0.0], [0.0, 0.4, 0.7]])
+    values = np.array([[0.0, 1e-9, 0.5, 1.0], [0.0, 1e-9, 0.4, 1.0]])
+    mapped = level_map(values, knots)
+    np.testing.assert_allclose(mapped[:, 0], [0.0, 0.0])
+    np.testing.assert_allclose(mapped[0, 1:], [0.95, 0.95 + 0.05 * 0.5, 1.0], atol=1e-8)
+    np.testing.assert_allclose(mapped[1, 1:], [0.5, 0.9, 1.0], atol=1e-8)
+
+
 def test_state_round_trip_and_growth():
     rng = np.random.default_rng(4)
     calibrator = Calibrator(3)
