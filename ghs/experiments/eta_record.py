@@ -14,10 +14,9 @@ factors each calibrator held at given query times, so a stopped task is calibrat
 stations' earlier record, never on what came after its stop.
 
 :func:`calibrated_quantiles` applies them to a remaining-time law: each host's factors for the
-length nearest its remaining dedicated time, held so no host's calibrated quantile falls below
-its dedicated time (no share can finish sooner), the hosts' laws recombined
-(:func:`scheduler.calibrated.calibrated_prediction`), no task quantile below the slowest
-share's dedicated time.
+length nearest its remaining dedicated time, the hosts' laws recombined
+(:func:`scheduler.calibrated.calibrated_prediction`, which holds no host's calibrated
+quantile below its dedicated time, and no task quantile below the slowest share's).
 """
 
 from __future__ import annotations
@@ -132,13 +131,7 @@ def calibrated_quantiles(law: Prediction, factors: np.ndarray,
     nearest = np.argmin(np.abs(np.log(np.maximum(dedicated, 1.0))[:, None] - lengths[None]),
                         axis=1)
     chosen = np.asarray(factors, dtype=float)[np.arange(dedicated.size), nearest]
-    model = host_quantiles(law)
-    # a share cannot finish before its dedicated time: a factor below that is no information
-    floor = np.divide(dedicated[:, None], model, out=np.ones_like(model), where=model > 0)
-    chosen = np.where(dedicated[:, None] > 0, np.maximum(chosen, floor), 1.0)
-    # the recombined law lives on a grid, whose interpolation can put a quantile that sits
-    # on the atom of an uninterrupted finish a little below it: the task's floor is the
-    # slowest share's dedicated time
-    slowest = float(dedicated.max())
-    return {name: max(value, slowest)
-            for name, value in calibrated_prediction(law, chosen).quantiles.items()}
+    # the calibrated law holds each host's quantiles, and the task's, at or above the
+    # dedicated times (scheduler.calibrated.reported_quantiles)
+    chosen = np.where(dedicated[:, None] > 0, chosen, 1.0)
+    return dict(calibrated_prediction(law, chosen).quantiles)
