@@ -18,15 +18,17 @@ def show_backtest(console: Console, result: dict[str, Any]) -> None:
                         f"stations; default predictor: {result['default_predictor']})",
                   title_justify="left")
     for column in ("predictor", "work", "launches", "mean |err|", "median |err|",
-                   "p50/p90/p95 coverage", "p90/p50"):
+                   "p50/p90/p95 coverage", "finished before", "p90/p50"):
         table.add_column(column, justify="left" if column == "predictor" else "right")
     for row in result["summary"]:
-        coverage = row["coverage"]
+        coverage, before = row["coverage"], row.get("finished_before")
         table.add_row(row["predictor"], format_duration(row["work"]), str(row["launches"]),
                       f"{100 * row['mean_abs_error']:.1f}%",
                       f"{100 * row['median_abs_error']:.1f}%",
                       "-" if coverage is None else "/".join(
                           f"{100 * coverage[level]:.0f}%" for level in LEVELS),
+                      "-" if before is None else "/".join(
+                          f"{100 * before[level]:.0f}%" for level in LEVELS),
                       "-" if row["median_p90_over_p50"] is None
                       else f"{row['median_p90_over_p50']:.2f}")
     console.print(table)
