@@ -347,7 +347,9 @@ class Calibration(CalibratedViews, ShadowOutcomes):
             for j, length in enumerate(self.lengths):
                 reported, pooled = self.calibrators[view][j].adjust_and_pool(track.row,
                                                                              model_q[v, j])
-                reported_all.append(reported)
+                # served never before the dedicated time (the calibrated law's floor);
+                # the calibrator learns from its own quantiles (scheduler.calibrated)
+                reported_all.append(np.maximum(reported, float(length)))
                 track.pending.append(_Shadow(at, j, float(length), reported, pooled,
                                              None if candidates is None else candidates[j],
                                              view))
