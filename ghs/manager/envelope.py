@@ -22,7 +22,7 @@ from ghs.manager.shadow_laws import copies_of
 from ghs.placement import scaled
 from scheduler import Host
 from scheduler.backlog import Backlog
-from scheduler.calibrated import host_quantiles
+from scheduler.calibrated import host_quantiles, reported_quantiles
 from scheduler.prediction import predict_hosts
 
 
@@ -63,9 +63,11 @@ def held_envelope(calibration: Any, tracks: Sequence[Any], chosen: Sequence[Host
     held = predict_hosts(copies_of(held_hosts), shares, dist, backlog=held_starts)
     held_factors, held_described = calibration.factors(
         [tracks[c] for c in picked], list(held.dedicated_seconds), "state")
-    held_reported = np.maximum.accumulate(host_quantiles(held) * held_factors, axis=1)
+    held_reported = reported_quantiles(host_quantiles(held), held_factors,
+                                       held.dedicated_seconds)
     own_model = host_quantiles(prediction)[rows]
-    own_reported = np.maximum.accumulate(own_model * factors[rows], axis=1)
+    own_reported = reported_quantiles(own_model, factors[rows],
+                                      np.asarray(prediction.dedicated_seconds)[rows])
     out = factors.copy()
     out[rows] = envelope_of(own_reported, held_reported) / own_model
     for k, detail, reported in zip(rows, held_described, held_reported):
