@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from rich.console import Console
 
 from ghs.agent.replay import Station
 from ghs.backtest import (
@@ -16,6 +17,7 @@ from ghs.backtest import (
     BacktestSettings,
     run_backtest,
 )
+from ghs.backtest.view import plot_backtest, show_backtest
 from ghs.cli import main
 from ghs.config import SensorConfig
 
@@ -195,7 +197,7 @@ def test_hourly_shadow_launches_teach_the_calibrators_and_nothing_else():
     assert b["calibrated", first]["quantiles"] != b["forecast", first]["quantiles"]
 
 
-def test_on_a_mostly_idle_station_p50_is_its_dedicated_time_never_before():
+def test_on_a_mostly_idle_station_p50_is_its_dedicated_time_never_before(tmp_path):
     """Most runs meet no local job and end at the dedicated time exactly (an atom of the
     law). The p50 calibrator, learning that the model's p50 covers more than half, once
     pushed the served p50 below that time, a time no run can meet. Served at it instead,
@@ -211,3 +213,9 @@ def test_on_a_mostly_idle_station_p50_is_its_dedicated_time_never_before():
     row = next(r for r in body["summary"] if r["predictor"] == "calibrated")
     assert row["finished_before"]["p50"] <= 0.5 + 0.1
     assert row["coverage"]["p50"] >= 0.6
+    # both sides reach a person: the table's column and the reliability diagram's bars
+    console = Console(record=True, width=200)
+    show_backtest(console, body)
+    assert "finished before" in console.export_text()
+    png = tmp_path / "reliability.png"
+    assert plot_backtest(body, str(png)) == str(png) and png.stat().st_size > 0
