@@ -18,13 +18,14 @@ def show_backtest(console: Console, result: dict[str, Any]) -> None:
                         f"stations; default predictor: {result['default_predictor']})",
                   title_justify="left")
     for column in ("predictor", "work", "launches", "mean |err|", "median |err|",
-                   "p50/p90/p95 coverage", "finished before", "p90/p50"):
+                   "means' total / realised", "p50/p90/p95 coverage", "finished before", "p90/p50"):
         table.add_column(column, justify="left" if column == "predictor" else "right")
     for row in result["summary"]:
         coverage, before = row["coverage"], row.get("finished_before")
         table.add_row(row["predictor"], format_duration(row["work"]), str(row["launches"]),
                       f"{100 * row['mean_abs_error']:.1f}%",
                       f"{100 * row['median_abs_error']:.1f}%",
+                      _ratio(row.get("total_mean_over_realised")),
                       "-" if coverage is None else "/".join(
                           f"{100 * coverage[level]:.0f}%" for level in LEVELS),
                       "-" if before is None else "/".join(
@@ -32,6 +33,10 @@ def show_backtest(console: Console, result: dict[str, Any]) -> None:
                       "-" if row["median_p90_over_p50"] is None
                       else f"{row['median_p90_over_p50']:.2f}")
     console.print(table)
+
+
+def _ratio(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
 
 
 def plot_backtest(result: dict[str, Any], path: str) -> str:

@@ -111,6 +111,8 @@ def test_cli_json_contract_and_realised_times_from_an_independent_walk(tmp_path)
                       for r in chosen]
             assert row["mean_abs_error"] == pytest.approx(np.mean(errors))
             assert row["median_abs_error"] == pytest.approx(np.median(errors))
+            assert row["total_mean_over_realised"] == pytest.approx(
+                sum(r["mean"] for r in chosen) / sum(r["realised_seconds"] for r in chosen))
             if row["predictor"] != "naive":
                 for level in LEVELS:
                     assert row["coverage"][level] == pytest.approx(np.mean(
@@ -216,6 +218,8 @@ def test_on_a_mostly_idle_station_p50_is_its_dedicated_time_never_before(tmp_pat
     # both sides reach a person: the table's column and the reliability diagram's bars
     console = Console(record=True, width=200)
     show_backtest(console, body)
-    assert "finished before" in console.export_text()
+    text = console.export_text()
+    assert "finished before" in text and "means' total" in text
+    assert f"{row['total_mean_over_realised']:.2f}" in text
     png = tmp_path / "reliability.png"
     assert plot_backtest(body, str(png)) == str(png) and png.stat().st_size > 0
