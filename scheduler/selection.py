@@ -18,7 +18,7 @@ from scheduler.calibrated_selection import (
     SelectionCalibration,
     calibrated_host_log_cdf,
     calibrated_moments,
-    nearest_factors,
+    length_factors,
 )
 from scheduler.choices import METHODS
 from scheduler.errors import InvalidArgumentError, NoUsableHostsError, TooManyHostsError
@@ -251,7 +251,7 @@ class SetEvaluator:
         """The calibrated law's (mean, variance) of the sets, from the model's."""
         assert self.calibration is not None and self.factor_table is not None
         dedicated = shares / (sub.processes * sub.tau)
-        factors = nearest_factors(self.factor_table[members],
+        factors = length_factors(self.factor_table[members],
                                   np.asarray(self.calibration.lengths_seconds), dedicated)
         factors = np.where(shares[..., None] > 0, factors, 1.0)
         screen = self._atoms is None and self.partition == "equal-mean"
@@ -297,7 +297,7 @@ class SetEvaluator:
         dedicated = self._every_host_shares(members)[0] / (self.arrays.processes
                                                             * self.arrays.tau)
         lengths = np.asarray(self.calibration.lengths_seconds)
-        return calibrated_host_log_cdf(hosts, log_cdf, nearest_factors(
+        return calibrated_host_log_cdf(hosts, log_cdf, length_factors(
             self.factor_table, lengths, dedicated), np.asarray(self.calibration.levels),
             dedicated)
 

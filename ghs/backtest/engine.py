@@ -29,11 +29,15 @@ calibrator only once known at a later hour: when the task has finished, or (a mi
 has run past a reported quantile. With ``parallel``, one task of each length is split over all
 stations by each predictor's own equal-mean view and completes with its slowest share; its
 calibration is per task length on the parallel (shadow and scored) launches themselves (the
-per-host laws are not recombined).
+per-host laws are not recombined). With ``calibration_lengths_seconds`` the calibrators learn
+at those lengths only, as a manager's fixed ones, and a scored length between them is
+served factors interpolated in log length (:func:`scheduler.calibrated_selection.length_factors`,
+the manager's rule); its outcomes teach no calibrator.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -54,6 +58,7 @@ from ghs.manager.envelope import envelope_of
 from scheduler import Calibrator, predict
 from scheduler.backlog import Backlog
 from scheduler.backlog_weight import BacklogWeights, WeightSettings
+from scheduler.calibrated_selection import length_factors
 from scheduler.trace_simulation import simulate_trace_many
 from scheduler.window_forecast import settle_duration
 from scheduler.workload import Trace
@@ -99,6 +104,9 @@ class BacktestSettings:
     shadow_every_seconds: float = HOUR_SECONDS
     shadow_lead_seconds: float = 24 * HOUR_SECONDS
     last_launch_seconds: float | None = None  # no launch, scored or shadow, after it
+    # the task lengths the calibrators learn at, as a manager's fixed ones (None: each scored
+    # length its own); a scored length between them is served by the manager's rule
+    calibration_lengths_seconds: tuple[float, ...] | None = None
 
 
 @dataclass
@@ -131,6 +139,11 @@ def _validate(stations: Sequence[Station], keys: Sequence[str], works: Sequence[
                                                                   and value == 0):
             raise BacktestError(f"--{name.replace('_', '-')} must be a whole number of hours, "
                                 f"got {value:g} s", field=name, value=value)
+    lengths = settings.calibration_lengths_seconds
+    if lengths is not None and not (len(lengths) and all(
+            math.isfinite(x) and x > 0 for x in lengths)):
+        raise BacktestError(f"calibration lengths must be positive seconds, got {lengths!r}",
+                            field="calibrate_at", value=list(lengths))
     return work
 
 
@@ -188,12 +201,16 @@ class _Run:
         self.keys = list(keys)
         self.traces = traces
         self.ends = ends
-        self.work = work
         self.settings = settings
         self.mode = "parallel" if settings.parallel else "single"
         rows = 1 if settings.parallel else len(stations)
+        # scored lengths, and the lengths the calibrators learn at (launched, not scored)
+        self.scored_work = {float(w) for w in work}
+        lengths = settings.calibration_lengths_seconds
+        self.lengths = np.unique(np.asarray(work if lengths is None else lengths, dtype=float))
+        self.work = np.union1d(work, self.lengths)
         self.calibrators = {(name, float(w)): Calibrator(rows) for name in CALIBRATED
-                            for w in work}
+                            for w in self.lengths}
         self.forecasts = Forecasts(len(stations))
         self.pending: list[_Pending] = []
         self.weights = BacklogWeights(len(stations), WeightSettings(by_record=True))
@@ -232,7 +249,15 @@ class _Run:
         ``dedicated_seconds`` (its slowest share's), as the served law's. The calibrator
         learns from its own, unfloored ones: a floor that covers would lower its factor
         without end."""
-        calibrator = self.calibrators[name, work]
+        calibrator = self.calibrators.get((name, work))
+        if calibrator is None:
+            # a length no calibrator learns at: the manager's rule, factors interpolated
+            # between the lengths around it; the outcome teaches nothing
+            table = np.stack([self.calibrators[name, float(length)].factors([row])[0]
+                              for length in self.lengths])
+            factors = length_factors(table, self.lengths, work)
+            reported = np.maximum.accumulate(quantiles * factors)
+            return np.maximum(reported, dedicated_seconds)
         reported = calibrator.adjust([row], quantiles[None])[0]
         pooled = calibrator.pool_adjust(quantiles[None])[0]
         levels = np.zeros(len(LEVELS), bool)
@@ -289,10 +314,11 @@ class _Run:
             rho = min(last_utilisation(known), NAIVE_MAX_UTILISATION)
             for j, w in enumerate(self.work):
                 realised = float(realised_all[k][j])
-                if at + realised > self.ends[k]:
+                if at + realised > self.ends[k] or not (scored or float(w) in self.lengths):
                     continue
                 shares = {self.keys[k]: float(w)}
-                if scored:
+                record = scored and float(w) in self.scored_work
+                if record:
                     self._record("naive", at, float(w), shares, realised, w / (1.0 - rho),
                                  None)
                 reported_by, means_by = {}, {}
@@ -303,11 +329,11 @@ class _Run:
                     else:
                         p, _ = self._settled([k], [known], at, w, [begin],
                                              arrivals_only=arrivals)
-                        if start == "weighted" and scored:
+                        if start == "weighted" and record:
                             self._score_weights(k, at, known, float(w), backlog, realised,
                                                 p.mean)
                     q = np.array([p.quantiles[level] for level in LEVELS])
-                    if scored:
+                    if record:
                         self._record(name, at, float(w), shares, realised, p.mean, q)
                     for calibrated, view in CALIBRATED.items():
                         if view == name:
@@ -316,7 +342,7 @@ class _Run:
                             reported_by[calibrated] = self._calibrate(
                                 calibrated, k, float(w), at, realised, q, float(w))
                             means_by[calibrated] = p.mean
-                if not scored:
+                if not record:
                     continue
                 for calibrated, reported in reported_by.items():
                     other = ENVELOPE.get(calibrated)
@@ -354,7 +380,10 @@ class _Run:
         free = 1.0 - np.minimum([last_utilisation(k) for k in knowns], NAIVE_MAX_UTILISATION)
         for w in self.work:
             w = float(w)
-            if scored:
+            if not (scored or w in self.lengths):
+                continue
+            record = scored and w in self.scored_work
+            if record:
                 naive_shares = w * free / free.sum()
                 self._parallel_record("naive", at, w, naive_shares, w / free.sum(), None)
             for name, (window, start) in names.items():
@@ -368,10 +397,10 @@ class _Run:
                 q = np.array([p.quantiles[level] for level in LEVELS])
                 shares = np.asarray(p.shares)
                 realised, finish = self._parallel_record(name, at, w, shares, p.mean, q,
-                                                         keep=scored)
+                                                         keep=record)
                 if realised is None:
                     continue
-                if start == "weighted" and scored:
+                if start == "weighted" and record:
                     for k in np.nonzero(shares > 0)[0]:
                         self._score_weights(int(k), at, knowns[k], float(shares[k]),
                                             backlogs[k], finish[k], p.mean)
@@ -379,7 +408,7 @@ class _Run:
                     if view == name:
                         reported = self._calibrate(calibrated, 0, w, at, realised, q,
                                                    float(shares.max()))
-                        if scored:
+                        if record:
                             self._parallel_record(calibrated, at, w, shares, p.mean,
                                                   reported)
 

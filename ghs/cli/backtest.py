@@ -34,6 +34,11 @@ from ghs.cli.common import (
 @click.option("--shadow-every", type=DURATION, default=None,
               help="With --trace: how often the calibrators learn from a shadow launch of "
                    "each station's record (whole hours; default 1h, as a manager does).")
+@click.option("--calibrate-at", "calibrate_at", multiple=True, type=DURATION,
+              help="With --trace: the task lengths the calibrators learn at, as a manager's "
+                   "fixed ones (15m, 1h, 4h, 16h); a --work between them is served factors "
+                   "interpolated in log length, as a manager serves it (default: each --work "
+                   "its own calibrator); repeatable.")
 @click.option("--end", type=DURATION, default=None,
               help="Cut the logs at this log time (default: their own ends).")
 @click.option("--parallel", is_flag=True,
@@ -48,8 +53,8 @@ from ghs.cli.common import (
 @timeout_option
 @json_option
 @click.pass_context
-def backtest(ctx, endpoint, hosts, traces, works, launch_every, start, shadow_every, end,
-             parallel, stations, utilisation, seed, plot_path, timeout, as_json):
+def backtest(ctx, endpoint, hosts, traces, works, launch_every, start, shadow_every,
+             calibrate_at, end, parallel, stations, utilisation, seed, plot_path, timeout, as_json):
     """Score the predictors at past launches of replayed workstations (coverage, error)."""
     if bool(endpoint) == bool(traces):
         raise click.UsageError("give --manager EP or --trace FILE, not both")
@@ -57,6 +62,9 @@ def backtest(ctx, endpoint, hosts, traces, works, launch_every, start, shadow_ev
         raise click.UsageError("--host goes with --manager")
     if shadow_every is not None and endpoint:
         raise click.UsageError("--shadow-every goes with --trace (a manager's are hourly)")
+    if calibrate_at and endpoint:
+        raise click.UsageError("--calibrate-at goes with --trace (a manager's lengths are its "
+                               "own)")
     if endpoint:
         from ghs.backtest.view import plot_backtest, show_backtest
         from ghs.remote import open_client
@@ -86,7 +94,8 @@ def backtest(ctx, endpoint, hosts, traces, works, launch_every, start, shadow_ev
     settings = BacktestSettings(start_seconds=start, every_seconds=launch_every,
                                 parallel=parallel, sensor=config.sensor, seed=seed,
                                 end_seconds=end, shadow_every_seconds=(
-                                    3600.0 if shadow_every is None else shadow_every))
+                                    3600.0 if shadow_every is None else shadow_every),
+                                calibration_lengths_seconds=tuple(calibrate_at) or None)
     result = run_backtest(found, keys, list(works), settings)
     _render(result, plot_path, as_json, show_backtest, plot_backtest)
 

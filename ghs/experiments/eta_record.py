@@ -14,7 +14,8 @@ factors each calibrator held at given query times, so a stopped task is calibrat
 stations' earlier record, never on what came after its stop.
 
 :func:`calibrated_quantiles` applies them to a remaining-time law: each host's factors for the
-length nearest its remaining dedicated time, the hosts' laws recombined
+remaining dedicated time (interpolated in log length between the calibrated lengths around
+it), the hosts' laws recombined
 (:func:`scheduler.calibrated.calibrated_prediction`, which holds no host's calibrated
 quantile below its dedicated time, and no task quantile below the slowest share's).
 """
@@ -32,6 +33,7 @@ from ghs.errors import GhsError
 from scheduler import Calibrator, Host, predict
 from scheduler.backlog import Backlog
 from scheduler.calibrated import calibrated_prediction, host_quantiles
+from scheduler.calibrated_selection import length_factors
 from scheduler.prediction import Prediction
 from scheduler.stops import queue_of
 
@@ -127,10 +129,7 @@ def calibrated_quantiles(law: Prediction, factors: np.ndarray,
     """The quantiles (seconds) of ``law`` after each host's calibration. ``factors``:
     (hosts, lengths, levels) as :func:`factors_at` gives them for one query."""
     dedicated = np.asarray(law.dedicated_seconds, dtype=float)
-    lengths = np.log(np.asarray(lengths_seconds, dtype=float))
-    nearest = np.argmin(np.abs(np.log(np.maximum(dedicated, 1.0))[:, None] - lengths[None]),
-                        axis=1)
-    chosen = np.asarray(factors, dtype=float)[np.arange(dedicated.size), nearest]
+    chosen = length_factors(factors, lengths_seconds, dedicated)
     # the calibrated law holds each host's quantiles, and the task's, at or above the
     # dedicated times (scheduler.calibrated.reported_quantiles)
     chosen = np.where(dedicated[:, None] > 0, chosen, 1.0)

@@ -1,5 +1,5 @@
 """How the calibrated predictor sees a host at a query: the run window's forecast load, the
-start, and the calibration of the nearest task length (the answering half of
+start, and the calibration at the task's length (the answering half of
 :class:`ghs.manager.calibration.Calibration`, which keeps the state this reads)."""
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from ghs.manager.shadow_laws import LEVELS
 from ghs.manager.shadow_start import starts_of
 from scheduler import Host
 from scheduler.backlog import Backlog
+from scheduler.calibrated_selection import length_factors, length_weights
 
 
 class CalibratedViews:
@@ -87,19 +88,28 @@ class CalibratedViews:
 
     def factors(self, tracks: Sequence[Any], dedicated_seconds: Sequence[float],
                 mode: str = "carried") -> tuple[np.ndarray, list[dict[str, Any]]]:
-        """(hosts, levels) quantile factors from the ``mode`` view's calibrator of each host's
-        nearest task length, and what was applied (JSON)."""
-        out = np.ones((len(tracks), len(LEVELS)))
-        described = []
+        """(hosts, levels) quantile factors from the ``mode`` view's calibrators, each host's
+        interpolated at its dedicated time between the two task lengths around it
+        (:func:`scheduler.calibrated_selection.length_factors`), and what was applied
+        (JSON: the nearer length's calibrator, and both lengths with their weights)."""
         kept = self.calibrators[mode]
-        for k, (track, dedicated) in enumerate(zip(tracks, dedicated_seconds)):
-            j = int(np.argmin(np.abs(np.log(self.lengths) - math.log(max(dedicated, 1.0)))))
+        rows = [track.row for track in tracks]
+        table = np.stack([calibrator.factors(rows) for calibrator in kept], axis=1)
+        dedicated = np.asarray(dedicated_seconds, dtype=float)
+        out = length_factors(table, self.lengths, dedicated)
+        lower, upper, weight = length_weights(self.lengths, dedicated)
+        described = []
+        for k, track in enumerate(tracks):
+            ends = [(int(lower[k]), 1.0 - float(weight[k])), (int(upper[k]), float(weight[k]))]
+            j = ends[1][0] if weight[k] > 0.5 else ends[0][0]
             calibrator = kept[j]
-            out[k] = calibrator.factors([track.row])[0]
             coverage = calibrator.coverage([track.row])[0]
             described.append({
                 "view": mode, "length_seconds": float(self.lengths[j]),
                 "factors": dict(zip(LEVELS, map(float, out[k]))),
+                "between": [{"length_seconds": float(self.lengths[i]), "weight": w,
+                             "factors": dict(zip(LEVELS, map(float, table[k, i])))}
+                            for i, w in (ends[:1] if ends[0][0] == ends[1][0] else ends)],
                 "scored_launches": int(calibrator.scored[track.row, 0]),
                 "coverage": {level: None if math.isnan(c) else float(c)
                              for level, c in zip(LEVELS, coverage)}})

@@ -112,7 +112,8 @@ class Calibration(CalibratedViews, ShadowOutcomes):
             max_catch_up_hours: int = 48, history_days: float = 8.0,
             start_by_record: bool = False) -> None:
         self.store = store
-        self.lengths = np.asarray(lengths_seconds, dtype=float)
+        # increasing: a query's factors are interpolated between the lengths around it
+        self.lengths = np.sort(np.asarray(lengths_seconds, dtype=float))
         self.snapshot_fresh_seconds = snapshot_fresh_seconds
         self.max_catch_up_hours = max_catch_up_hours
         self.history_days = history_days

@@ -223,3 +223,51 @@ def test_on_a_mostly_idle_station_p50_is_its_dedicated_time_never_before(tmp_pat
     assert f"{row['total_mean_over_realised']:.2f}" in text
     png = tmp_path / "reliability.png"
     assert plot_backtest(body, str(png)) == str(png) and png.stat().st_size > 0
+
+
+def test_a_length_between_the_calibrated_ones_is_served_as_a_manager_serves_it():
+    """``calibration_lengths_seconds``: the calibrators learn at 1 h and 4 h only, as a
+    manager's at its fixed lengths, and a 2 h task (their geometric middle) is served the
+    geometric mean of their factors. Scored at the calibrated lengths themselves, the run is
+    the one where each scored length has its own calibrator."""
+    rows = _rows(5, 4.0, rate_per_hour=1.0, mean_seconds=300.0)
+    base = dict(start_seconds=24 * HOUR, every_seconds=3 * HOUR, sensor=LIGHT)
+    station = [Station("s", tuple(rows))]
+    own = run_backtest(station, ["s.csv"], [HOUR, 4 * HOUR], BacktestSettings(**base))
+    fixed = run_backtest(station, ["s.csv"], [HOUR, 4 * HOUR], BacktestSettings(
+        **base, calibration_lengths_seconds=(4 * HOUR, HOUR)))
+    assert fixed == own
+    between = run_backtest(station, ["s.csv"], [2 * HOUR], BacktestSettings(
+        **base, calibration_lengths_seconds=(HOUR, 4 * HOUR)))
+    assert {r["work"] for r in between["launches"]} == {2 * HOUR}
+    assert {r["work"] for r in between["summary"]} == {2 * HOUR}
+
+    def by_key(body):
+        return {(r["predictor"], r["launch_seconds"], r["work"]): r for r in body["launches"]}
+
+    a, b = by_key(own), by_key(between)
+    checked = 0
+    for name, launch, _ in b:
+        if name != "calibrated" or a["state", launch, HOUR]["mean"] != a[
+                "paper", launch, HOUR]["mean"]:
+            continue  # jobs running at launch: the envelope, not the factors alone
+        if ("calibrated", launch, 4 * HOUR) not in a:
+            continue  # the 4 h task would not finish inside the log
+        ratios, clean = [], dict.fromkeys(LEVELS, True)
+        for length, body in ((HOUR, a), (4 * HOUR, a), (2 * HOUR, b)):
+            served = body["calibrated", launch, length]["quantiles"]
+            model = body["forecast", launch, length]["quantiles"]
+            ratios.append({level: served[level] / model[level] for level in served})
+            # a level neither held at the dedicated time nor raised to the level below's
+            for below, level in zip((None, *LEVELS), LEVELS):
+                clean[level] &= served[level] > length * (1 + 1e-9) and (
+                    below is None or served[level] > served[below])
+        for level in LEVELS:
+            if clean[level]:
+                assert ratios[2][level] == pytest.approx(
+                    math.sqrt(ratios[0][level] * ratios[1][level]), rel=1e-9)
+                checked += 1
+    assert checked >= 10
+    bad = CliRunner().invoke(main, ["backtest", "--manager", "tcp://127.0.0.1:1", "--work",
+                                    "1h", "--calibrate-at", "1h"])
+    assert bad.exit_code == 2 and "--calibrate-at goes with --trace" in bad.output

@@ -17,7 +17,7 @@ from scheduler.calibrated_selection import (
     _host_cdf,
     _interp,
     _quantiles,
-    nearest_factors,
+    length_factors,
 )
 from scheduler.errors import InvalidArgumentError, TooManyHostsError
 from scheduler.search import _SEARCH_TOL
@@ -36,8 +36,8 @@ def random_calibration(rng, hosts, spread=0.5):
 
 def served_criterion(hosts, work, calibration, backlog=None):
     """What the manager serves for this set: the model's prediction, hosts given no work left
-    out (as ``schedule`` does), each host's factors of the length nearest its dedicated time
-    applied by ``calibrated_prediction``; its mean + std."""
+    out (as ``schedule`` does), each host's factors at its dedicated time (geometric between
+    the calibrated lengths around it) applied by ``calibrated_prediction``; its mean + std."""
     def run(members):
         starts = None if backlog is None else [backlog[h.name] for h in members]
         return predict(list(members), work, backlog=starts)
@@ -46,10 +46,23 @@ def served_criterion(hosts, work, calibration, backlog=None):
     if (prediction.shares <= 0).any():
         prediction = run([h for h, s in zip(hosts, prediction.shares) if s > 0])
     factors = np.array([
-        np.asarray(calibration.factors.get(name, np.ones((len(LENGTHS), 3))))[
-            int(np.argmin(np.abs(np.log(LENGTHS) - math.log(max(dedicated, 1.0)))))]
+        _at_length(np.asarray(calibration.factors.get(name, np.ones((len(LENGTHS), 3)))),
+                   dedicated)
         for name, dedicated in zip(prediction.hosts, prediction.dedicated_seconds)])
     return calibrated_prediction(prediction, factors).criterion, prediction.hosts
+
+
+def _at_length(table, dedicated):
+    """One host's factors at ``dedicated`` seconds, worked out one length at a time."""
+    x = math.log(max(dedicated, 1.0))
+    logs = [math.log(length) for length in LENGTHS]
+    if x <= logs[0]:
+        return table[0]
+    for j in range(1, len(logs)):
+        if x <= logs[j]:
+            w = (x - logs[j - 1]) / (logs[j] - logs[j - 1])
+            return table[j - 1] ** (1 - w) * table[j] ** w
+    return table[-1]
 
 
 def brute_force(hosts, work, calibration, backlog=None):
@@ -149,11 +162,31 @@ def test_factors_of_one_rank_sets_as_the_model_does():
     assert {h.name for h in plain.hosts} == {h.name for h in calibrated.hosts}
 
 
-def test_each_member_takes_the_factors_of_the_nearest_length():
-    # one host's (lengths, levels) table, at three dedicated times
-    table = np.broadcast_to(np.arange(1, 13, dtype=float).reshape(1, 1, 4, 3), (1, 3, 4, 3))
-    picked = nearest_factors(table, np.array(LENGTHS), np.array([[10.0, 3000.0, 3 * 3600.0]]))
-    assert picked[0, :, 0].tolist() == [1.0, 4.0, 7.0]
+def test_each_member_takes_factors_interpolated_in_log_length():
+    # one host's (lengths, levels) table, at five dedicated times
+    table = np.broadcast_to(np.arange(1, 13, dtype=float).reshape(1, 1, 4, 3), (1, 5, 4, 3))
+    dedicated = np.array([[10.0, 1800.0, math.sqrt(1800.0 * 3600.0), 4 * 3600.0, 1e6]])
+    picked = length_factors(table, np.array(LENGTHS), dedicated)
+    # the end lengths' own beyond them, each length's own at it, geometric between
+    assert picked[0, :, 0].tolist() == [1.0, 1.0, pytest.approx(2.0), 7.0, 10.0]
+
+
+def test_a_longer_task_is_never_served_an_earlier_quantile():
+    """Factors measured on a station of the NASA log (p90: 2.8 at 15 min, 2.1 at 1 h, 1.0 at
+    4 h). Chosen by the nearest length, a task of 2 h 1 min took the 4 h factors and was
+    served a p90 half that of a task of 1 h 59 min."""
+    lengths = np.array([900.0, 3600.0, 4 * 3600.0, 16 * 3600.0])
+    table = np.array([[1.86, 2.78, 3.33], [1.63, 2.09, 2.26], [2.07, 1.02, 1.40],
+                      [0.73, 1.33, 2.98]])
+    host = mixed_pool(np.random.default_rng(3), 1)[0]
+    previous = {"p50": 0.0, "p90": 0.0, "p95": 0.0}
+    for work in np.geomspace(600.0, 20 * 3600.0, 90):
+        law = predict([host], float(work))
+        factors = length_factors(table, lengths, np.asarray(law.dedicated_seconds))
+        served = calibrated_prediction(law, factors).quantiles
+        for level in previous:
+            assert served[level] >= previous[level] * (1 - 1e-9), (work, level)
+        previous = served
 
 
 def test_bad_calibrations_are_named_and_optimal_is_bounded():
