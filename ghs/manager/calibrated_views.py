@@ -102,6 +102,8 @@ class CalibratedViews:
         for k, track in enumerate(tracks):
             ends = [(int(lower[k]), 1.0 - float(weight[k])), (int(upper[k]), float(weight[k]))]
             j = ends[1][0] if weight[k] > 0.5 else ends[0][0]
+            # a calibrated length itself, or beyond the ends: one calibrator
+            ends = [end for end in ends if end[1] > 0] if lower[k] != upper[k] else ends[:1]
             calibrator = kept[j]
             coverage = calibrator.coverage([track.row])[0]
             described.append({
@@ -109,7 +111,7 @@ class CalibratedViews:
                 "factors": dict(zip(LEVELS, map(float, out[k]))),
                 "between": [{"length_seconds": float(self.lengths[i]), "weight": w,
                              "factors": dict(zip(LEVELS, map(float, table[k, i])))}
-                            for i, w in (ends[:1] if ends[0][0] == ends[1][0] else ends)],
+                            for i, w in ends],
                 "scored_launches": int(calibrator.scored[track.row, 0]),
                 "coverage": {level: None if math.isnan(c) else float(c)
                              for level, c in zip(LEVELS, coverage)}})

@@ -98,6 +98,21 @@ def test_a_query_view_names_forecasters_start_and_calibration(fed):
     factors, applied = calibration.factors([track], [3600.0])
     assert applied[0]["length_seconds"] == 3600.0 and applied[0]["scored_launches"] > 20
     assert factors.shape == (1, 3) and (factors > 0).all()
+    assert applied[0]["between"] == [{"length_seconds": 3600.0, "weight": 1.0,
+                                      "factors": applied[0]["factors"]}]
+    # between two calibrated lengths: each one's factors, weighted geometrically in log
+    # length, and no jump where the nearest length changes (30 min, between 15 min and 1 h)
+    assert list(calibration.lengths) == [900.0, 3600.0]
+    one, four = (calibration.factors([track], [length])[0][0] for length in (900.0, 3600.0))
+    near, applied = calibration.factors([track] * 3, [1800.0 * 0.999, 1800.0, 1800.0 * 1.001])
+    assert near[1] == pytest.approx(np.sqrt(one * four), rel=1e-12)
+    assert near[0] == pytest.approx(near[1], rel=1e-3) and near[2] == pytest.approx(
+        near[1], rel=1e-3)
+    assert [e["length_seconds"] for e in applied[1]["between"]] == [900.0, 3600.0]
+    assert [e["weight"] for e in applied[1]["between"]] == pytest.approx([0.5, 0.5])
+    # beyond the last length, its own
+    beyond, applied = calibration.factors([track], [8 * 3600.0])
+    assert (beyond[0] == four).all() and len(applied[0]["between"]) == 1
 
 
 def calibration_day(store):
