@@ -56,10 +56,12 @@ class SelectionCalibration:
 
     def __post_init__(self) -> None:
         lengths = np.asarray(self.lengths_seconds, dtype=float)
-        if lengths.ndim != 1 or lengths.size == 0 or not (np.isfinite(lengths).all()
-                                                          and (lengths > 0).all()):
-            raise InvalidArgumentError("lengths_seconds must be positive seconds, at least one",
-                                       field="lengths_seconds", value=self.lengths_seconds)
+        if lengths.ndim != 1 or lengths.size == 0 or not (
+                np.isfinite(lengths).all() and (lengths > 0).all()
+                and (np.diff(lengths) > 0).all()):
+            raise InvalidArgumentError("lengths_seconds must be increasing positive seconds, "
+                                       "at least one", field="lengths_seconds",
+                                       value=self.lengths_seconds)
         levels = np.asarray(self.levels, dtype=float)
         if levels.ndim != 1 or not ((levels > 0) & (levels < 1)).all() \
                 or (np.diff(levels) <= 0).any():
@@ -87,7 +89,12 @@ def length_weights(lengths_seconds: Any, dedicated_seconds: Any
     """(lower, upper, weight of the upper) calibrated lengths around each dedicated time:
     linear in log length between the two neighbours (at least 1 s), the end lengths beyond
     them. ``lengths_seconds`` increasing."""
-    log_length = np.log(np.asarray(lengths_seconds, dtype=float))
+    lengths = np.asarray(lengths_seconds, dtype=float)
+    if lengths.ndim != 1 or lengths.size == 0 or not (
+            np.isfinite(lengths).all() and (lengths > 0).all() and (np.diff(lengths) > 0).all()):
+        raise InvalidArgumentError("lengths_seconds must be increasing positive seconds, at "
+                                   "least one", field="lengths_seconds", value=None)
+    log_length = np.log(lengths)
     x = np.log(np.maximum(np.asarray(dedicated_seconds, dtype=float), 1.0))
     upper = np.clip(np.searchsorted(log_length, x), 1, max(log_length.size - 1, 1))
     upper = np.minimum(upper, log_length.size - 1)

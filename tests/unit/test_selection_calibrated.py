@@ -195,6 +195,11 @@ def test_bad_calibrations_are_named_and_optimal_is_bounded():
     assert bad.value.field == "factors"
     with pytest.raises(InvalidArgumentError):
         SelectionCalibration((), {})
+    with pytest.raises(InvalidArgumentError) as unsorted:
+        SelectionCalibration((3600.0, 900.0), {})
+    assert unsorted.value.field == "lengths_seconds"
+    with pytest.raises(InvalidArgumentError):
+        length_factors(np.ones((2, 3)), [3600.0, 900.0], 1800.0)
     with pytest.raises(InvalidArgumentError):
         SelectionCalibration(LENGTHS, {"a": -np.ones((4, 3))})
     hosts = mixed_pool(np.random.default_rng(1), 15)
