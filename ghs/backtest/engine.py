@@ -58,6 +58,7 @@ from ghs.manager.envelope import envelope_of
 from scheduler import Calibrator, predict
 from scheduler.backlog import Backlog
 from scheduler.backlog_weight import BacklogWeights, WeightSettings
+from scheduler.calibrated import reported_quantiles
 from scheduler.calibrated_selection import length_factors
 from scheduler.trace_simulation import simulate_trace_many
 from scheduler.window_forecast import settle_duration
@@ -255,9 +256,8 @@ class _Run:
             # between the lengths around it; the outcome teaches nothing
             table = np.stack([self.calibrators[name, float(length)].factors([row])[0]
                               for length in self.lengths])
-            factors = length_factors(table, self.lengths, work)
-            reported = np.maximum.accumulate(quantiles * factors)
-            return np.maximum(reported, dedicated_seconds)
+            return reported_quantiles(quantiles, length_factors(table, self.lengths, work),
+                                      dedicated_seconds)
         reported = calibrator.adjust([row], quantiles[None])[0]
         pooled = calibrator.pool_adjust(quantiles[None])[0]
         levels = np.zeros(len(LEVELS), bool)
