@@ -140,7 +140,7 @@ class Calibrator(RowState):
         return missed
 
     def record(self, host_indices: Any, missed: Any, pool_missed: Any,
-               decided: Any = None, pool_decided: Any = None) -> None:
+               decided: Any = None, pool_decided: Any = None, weight: Any = None) -> None:
         """Move the corrections by known outcomes, (launches, levels) booleans each.
 
         ``missed``: the launch overran the quantile reported for it (:meth:`adjust` at launch);
@@ -149,6 +149,12 @@ class Calibrator(RowState):
         (default ``decided``). A miss is known as soon as the task has run
         longer than the reported quantile, before it finishes: recording it then, rather
         than at completion, keeps the feedback from lagging behind a burst of load.
+
+        ``weight``: each launch's share in this calibrator, in [0, 1] (default 1): its step
+        is scaled by it, the pool's too. A quantile served from two calibrators' factors (a
+        task length between theirs) teaches each in proportion to its part in what was
+        served. A launch counts as one of this calibrator's scored launches (the prior's n
+        and the coverage) where its weight is at least a half.
         """
         idx = self.rows(host_indices)
         shape = (idx.size, self.levels.size)
@@ -162,18 +168,27 @@ class Calibrator(RowState):
         except ValueError:
             raise InvalidArgumentError(f"outcomes must have shape {shape}", field="missed",
                                        value=None) from None
+        share = self._weights(weight, idx.size)
         step, target = self.settings.step, 1.0 - self.levels
-        newcomer = (self.scored[idx] == 0) & known
+        counted = known & (share >= 0.5)[:, None]
+        moving = known & (share > 0)[:, None]
+        newcomer = (self.scored[idx] == 0) & moving
         rows, cols = np.nonzero(newcomer)
         self.theta[idx[rows], cols] = self.pool_theta[cols]
-        np.add.at(self.theta, idx, np.where(known, step * (miss - target), 0.0))
-        np.add.at(self.scored, idx, known.astype(np.int64))
-        np.add.at(self.covered, idx, (known & ~miss).astype(np.int64))
+        np.add.at(self.theta, idx, np.where(known, share[:, None] * step * (miss - target),
+                                            0.0))
+        np.add.at(self.scored, idx, counted.astype(np.int64))
+        np.add.at(self.covered, idx, (counted & ~miss).astype(np.int64))
         counts = pool_known.sum(axis=0)
         if counts.any():
-            rate = np.divide((pool_known & pool_miss).sum(axis=0), counts, out=target.copy(),
+            # the batch's mean of weight x (miss - target) (with every weight 1, the miss
+            # rate less the target, to the bit)
+            weighted = np.where(pool_known, share[:, None], 0.0)
+            rate = np.divide((weighted * pool_miss).sum(axis=0), counts, out=target.copy(),
                              where=counts > 0)
-            self.pool_theta += step * (rate - target)
+            part = np.divide(weighted.sum(axis=0), counts, out=np.ones_like(target),
+                             where=counts > 0)
+            self.pool_theta += step * (rate - target * part)
             self.pool_batches += 1
 
     def record_each(self, host_indices: Any, missed: Any, pool_missed: Any) -> None:
@@ -221,6 +236,20 @@ class Calibrator(RowState):
             scored[row] += 1
             covered[row] += hits[k]
         self.pool_batches += idx.size
+
+    @staticmethod
+    def _weights(weight: Any, launches: int) -> np.ndarray:
+        """(launches,) weights in [0, 1] (1 where not given), or a clear error."""
+        if weight is None:
+            return np.ones(launches)
+        try:
+            share = np.broadcast_to(np.asarray(weight, dtype=float), (launches,))
+        except (TypeError, ValueError):
+            share = np.array([np.nan])
+        if share.shape != (launches,) or not ((share >= 0) & (share <= 1)).all():
+            raise InvalidArgumentError(f"weights must be numbers in [0, 1], one per launch "
+                                       f"({launches})", field="weight", value=None)
+        return share
 
     def _effective(self, idx: np.ndarray) -> np.ndarray:
         n = self.scored[idx].astype(float)

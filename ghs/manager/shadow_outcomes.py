@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from ghs.manager.realised import Outcomes
+from scheduler.calibrated_selection import length_weights
 
 
 class ShadowOutcomes:
@@ -71,9 +72,13 @@ class ShadowOutcomes:
 
     def absorb_reports(self, since_epoch_seconds: float) -> int:
         """Feed completion reports of served predictions (``ghs report``, the Dask adapter)
-        to the calibrators: each reported share is one more scored launch of its host, at the
-        task length nearest its predicted mean, against the quantiles it was served. Each is
-        taken once. Returns how many were taken."""
+        to the calibrators: each reported share is one more scored launch of its host,
+        against the quantiles it was served. It teaches the calibrators it was served from:
+        the two task lengths around its share's dedicated time, each in proportion to its
+        weight there (:func:`length_weights`, the rule its factors were read by), so a
+        miss of a 2 h share moves the 1 h and the 4 h calibrators alike. A prediction
+        recorded without the dedicated time teaches the length nearest its predicted mean.
+        Each is taken once. Returns how many were taken."""
         taken = 0
         with self.lock:
             for outcome in self.store.reported_outcomes(since_epoch_seconds):
@@ -84,11 +89,21 @@ class ShadowOutcomes:
                 self._absorbed.add(key)
                 served = np.array([outcome.p50_seconds, outcome.p90_seconds,
                                    outcome.p95_seconds])
-                j = int(np.argmin(np.abs(np.log(self.lengths) - math.log(
-                    max(outcome.predicted_mean_seconds, 1.0)))))
                 missed = (outcome.realised_seconds > served)[None]
                 # the report does not say which start served it: it moves every view's
                 for kept in self.calibrators.values():
-                    kept[j].record([track.row], missed, missed)
+                    for j, weight in self._taught(outcome):
+                        kept[j].record([track.row], missed, missed, weight=[weight])
                 taken += 1
         return taken
+
+    def _taught(self, outcome: Any) -> list[tuple[int, float]]:
+        """(length index, weight) of each calibrator a reported share teaches."""
+        if outcome.dedicated_seconds is None:
+            return [(int(np.argmin(np.abs(np.log(self.lengths) - math.log(
+                max(outcome.predicted_mean_seconds, 1.0))))), 1.0)]
+        lower, upper, weight = (float(x) for x in length_weights(
+            self.lengths, outcome.dedicated_seconds))
+        if lower == upper:
+            return [(int(lower), 1.0)]
+        return [(int(j), w) for j, w in ((lower, 1.0 - weight), (upper, weight)) if w > 0]

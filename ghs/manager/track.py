@@ -69,11 +69,15 @@ class Outcome:
     p90_seconds: float
     p95_seconds: float
     realised_seconds: float
+    # the share's dedicated time, which chose the calibrators' factors it was served (None:
+    # a prediction recorded before it was stored)
+    dedicated_seconds: float | None = None
 
 
 def host_laws(prediction: Prediction) -> dict[str, dict[str, float]]:
     """Each used host's mean and p50/p90/p95 (seconds) of its own completion time, as served
-    (a calibrated prediction's per-host quantiles are its calibrated ones)."""
+    (a calibrated prediction's per-host quantiles are its calibrated ones), and its share's
+    dedicated time (seconds), at which its calibration factors were read."""
     means, _ = prediction.host_moments()
     used = np.flatnonzero(prediction.shares > 0)
     if isinstance(prediction, CalibratedPrediction) and prediction.law is not None:
@@ -81,7 +85,9 @@ def host_laws(prediction: Prediction) -> dict[str, dict[str, float]]:
     else:
         points = host_quantiles(prediction, list(LEVELS.values()))
     return {prediction.hosts[k]: {"mean": float(means[k]),
-                                  **dict(zip(LEVELS, map(float, points[k])))} for k in used}
+                                  **dict(zip(LEVELS, map(float, points[k]))),
+                                  "dedicated_seconds": float(prediction.dedicated_seconds[k])}
+            for k in used}
 
 
 class TrackTable:
@@ -157,7 +163,8 @@ class TrackTable:
             law = json.loads(row["host_laws"])[row["host"]]
             result.append(Outcome(row["prediction_id"], row["host"],
                                   row["served_epoch_seconds"], law["mean"], law["p50"],
-                                  law["p90"], law["p95"], row["realised_seconds"]))
+                                  law["p90"], law["p95"], row["realised_seconds"],
+                                  law.get("dedicated_seconds")))
         return result
 
     def task_outcomes(self, since_epoch_seconds: float = 0.0) -> list[Outcome]:

@@ -167,6 +167,46 @@ def test_record_moves_only_the_levels_already_known():
 
 
 
+def test_a_weighted_launch_moves_its_share_of_a_step_and_counts_from_a_half():
+    """A share served from two calibrators' factors teaches each by its weight: weight 1 is
+    the plain record to the bit; weights split a step; a launch counts as one of this
+    calibrator's scored launches from a weight of a half."""
+    rng = np.random.default_rng(11)
+    plain, weighted = Calibrator(3), Calibrator(3)
+    for _ in range(30):  # a history of batches, some hosts repeated
+        rows = rng.integers(0, 3, int(rng.integers(1, 5)))
+        missed, pool_missed = rng.random((rows.size, 3)) < .3, rng.random((rows.size, 3)) < .3
+        plain.record(rows, missed, pool_missed)
+        weighted.record(rows, missed, pool_missed, weight=np.ones(rows.size))
+    for a, b in zip(_state(plain), _state(weighted)):
+        assert np.array_equal(a, b)
+    step, target = plain.settings.step, 1.0 - np.asarray(LEVELS)
+    miss = np.array([[True, False, False]])
+    for weight, counts in ((0.25, 0), (0.5, 1), (0.75, 1), (0.0, 0)):
+        calibrator = Calibrator.from_state(plain.to_state())
+        calibrator.record([1], miss, miss, weight=[weight])
+        np.testing.assert_allclose(calibrator.theta[1] - plain.theta[1],
+                                   weight * step * (miss[0] - target), atol=1e-15)
+        np.testing.assert_allclose(calibrator.pool_theta - plain.pool_theta,
+                                   weight * step * (miss[0] - target), atol=1e-15)
+        assert (calibrator.scored[1] - plain.scored[1] == counts).all()
+        assert (calibrator.covered[1] - plain.covered[1] == counts * ~miss[0]).all()
+    # two halves of one launch move the corrections as the whole launch does
+    halves, whole = Calibrator.from_state(plain.to_state()), Calibrator.from_state(plain.to_state())
+    halves.record([2], miss, miss, weight=[0.5])
+    halves.record([2], miss, miss, weight=[0.5])
+    whole.record([2], miss, miss)
+    np.testing.assert_allclose(halves.theta, whole.theta, atol=1e-15)
+    np.testing.assert_allclose(halves.pool_theta, whole.pool_theta, atol=1e-15)
+
+
+@pytest.mark.parametrize("weight", [[1.5], [-0.1], [0.5, 0.5], ["half"], [np.nan]])
+def test_weights_outside_zero_to_one_are_refused(weight):
+    with pytest.raises(InvalidArgumentError) as info:
+        Calibrator(2).record([0], [[True] * 3], [[True] * 3], weight=weight)
+    assert info.value.field == "weight"
+
+
 def _state(calibrator):
     return [getattr(calibrator, name).copy() for name in
             ("theta", "scored", "covered", "pool_theta", "pool_batches")]

@@ -148,6 +148,57 @@ def test_a_reported_overrun_moves_its_hosts_calibration(fed):
     assert (after > before).all()
 
 
+def test_a_report_teaches_the_calibrators_its_factors_were_read_from(fed):
+    """A share between two calibrated lengths was served factors interpolated between
+    them: its outcome moves both, each by its weight. A prediction stored without the
+    dedicated time (recorded before it was) teaches the length nearest its mean."""
+    import json
+
+    from scheduler import predict
+
+    _, store, calibration, _ = fed
+    track = calibration.tracks["ws1"]
+    day = calibration_day(store)
+    # a quarter of the way from 900 s to 3600 s in log length: weights 0.75 and 0.25
+    dedicated = 900.0 * 4.0**0.25
+    prediction = predict([day], dedicated * day.tau)
+    assert prediction.dedicated_seconds[0] == pytest.approx(dedicated)
+    served = ZERO_EPOCH_SECONDS + 2 * 86400.0
+
+    def state():
+        return [(c.theta[track.row].copy(), c.scored[track.row].copy(), c.pool_theta.copy())
+                for kept in calibration.calibrators.values() for c in kept]
+
+    before = state()
+    pid = store.track.record(prediction, served, "predict")
+    store.track.report(pid, "ws1", served + 50 * prediction.quantiles["p95"], served + 1e5)
+    assert calibration.absorb_reports(0.0) == 1
+    step, target = 0.1, 1.0 - np.array([0.5, 0.9, 0.95])
+    for k, ((theta, scored, pool), (theta_now, scored_now, pool_now)) in enumerate(
+            zip(before, state())):
+        weight = (0.75, 0.25)[k % 2]  # each view's calibrators: 900 s, then 3600 s
+        np.testing.assert_allclose(theta_now - theta, weight * step * (1.0 - target),
+                                   atol=1e-12)
+        np.testing.assert_allclose(pool_now - pool, weight * step * (1.0 - target),
+                                   atol=1e-12)
+        assert (scored_now - scored == (1 if weight >= 0.5 else 0)).all()
+    # a row stored before the dedicated time was: the nearest length to its mean, in full
+    before = state()
+    pid = store.track.record(prediction, served + 10.0, "predict")
+    with store.track._db().conn as connection:
+        laws = json.loads(connection.execute("SELECT host_laws FROM predictions WHERE id = ?",
+                                             [pid]).fetchone()[0])
+        del laws["ws1"]["dedicated_seconds"]
+        connection.execute("UPDATE predictions SET host_laws = ? WHERE id = ?",
+                           [json.dumps(laws), pid])
+    store.track.report(pid, "ws1", served + 50 * prediction.quantiles["p95"], served + 2e5)
+    assert calibration.absorb_reports(0.0) == 1
+    nearest = int(np.argmin(np.abs(np.log([900.0, 3600.0]) - np.log(prediction.mean))))
+    for k, ((theta, _, _), (theta_now, _, _)) in enumerate(zip(before, state())):
+        moved = step * (1.0 - target) if k % 2 == nearest else 0.0
+        np.testing.assert_allclose(theta_now - theta, moved, atol=1e-12)
+
+
 def test_the_record_chooses_the_start_only_when_asked(fed):
     from scheduler.backlog import Backlog
 
