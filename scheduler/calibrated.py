@@ -18,7 +18,8 @@ import numpy as np
 
 from scheduler.conformal import LEVELS
 from scheduler.errors import InvalidArgumentError
-from scheduler.host_cdf import many_hosts_cdf
+from scheduler.host_cdf import hosts_cdf, many_hosts_cdf
+from scheduler.model import with_vanishing_interruption
 from scheduler.prediction import Prediction
 
 GRID_POINTS = 256
@@ -62,7 +63,10 @@ def calibrate(prediction: Any, factors: Any, levels: Any = LEVELS) -> Calibrated
 
 def _calibrate(prediction: Any, factors: np.ndarray, levels: np.ndarray) -> CalibratedLaw:
     grid = _grid(prediction, factors)
-    host_cdf = _monotone_rows(np.clip(prediction.host_cdf(grid), 0.0, 1.0))
+    # a host the model sees as never interrupted is mapped as one with a vanishing chance of
+    # a local job (scheduler.model.VANISHING_INTERRUPTION): a pure atom has no tail to map
+    host_cdf = _monotone_rows(np.clip(hosts_cdf(with_vanishing_interruption(
+        prediction._host_servers), grid, len(prediction.hosts)), 0.0, 1.0))
     model_q = _row_quantiles(grid, host_cdf, levels)
     dedicated = np.asarray(prediction.dedicated_seconds, dtype=float)
     reported = reported_quantiles(model_q, factors, dedicated)

@@ -32,7 +32,7 @@ import numpy as np
 
 from scheduler.calibrated import GRID_POINTS, _level_map, reported_quantiles
 from scheduler.calibrated_selection import _quantiles, _window_cdf
-from scheduler.model import Servers
+from scheduler.model import Servers, with_vanishing_interruption
 
 # points of the model law's own grid, for its moments
 _MODEL_POINTS = 48
@@ -53,7 +53,9 @@ def screen_moments(servers: Any, dedicated_seconds: np.ndarray, factors: np.ndar
     """
     count = len(dedicated_seconds)
     pair_set, pair_host = np.nonzero(dedicated_seconds > 0)
-    pairs: Servers = servers.take((pair_set[:, None], pair_host[:, None]))  # (P, 1)
+    # a pure atom mapped as the served law maps it (scheduler.model.VANISHING_INTERRUPTION)
+    pairs: Servers = with_vanishing_interruption(
+        servers.take((pair_set[:, None], pair_host[:, None])))  # (P, 1)
     t, mult = pairs.t[:, 0], pairs.mult[:, 0]
     starts = np.searchsorted(pair_set, np.arange(count))
     # where each pair's survival falls below 1e-12 and 1e-20 (F then rounds to 1), and

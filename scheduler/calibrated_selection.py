@@ -30,7 +30,7 @@ from scheduler.calibrated import GRID_POINTS, _level_map, reported_quantiles
 from scheduler.conformal import LEVELS
 from scheduler.errors import InvalidArgumentError
 from scheduler.host_cdf import _power
-from scheduler.model import MixtureServers, Servers
+from scheduler.model import MixtureServers, Servers, with_vanishing_interruption
 
 # a survival below this leaves F = 1 - survival equal to 1 in double precision, whatever
 # the mult (up to thousands) and groups
@@ -138,6 +138,7 @@ def calibrated_moments(servers: Any, dedicated_seconds: np.ndarray, factors: np.
     """
     count, hosts = dedicated_seconds.shape
     groups = servers.mult.shape[-1] // hosts
+    servers = with_vanishing_interruption(servers)  # as the served law maps a pure atom
     # the served law's grid (scheduler.calibrated): its quantiles and level map are read on
     # it, and a CDF with atoms is mapped differently on another
     positive = np.where(dedicated_seconds > 0, dedicated_seconds, np.inf).min(axis=1)

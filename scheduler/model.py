@@ -14,7 +14,8 @@ with G fitted to the exact conditional moments of U given S > 0.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import overload
 
 import numpy as np
 
@@ -23,6 +24,18 @@ from scheduler.choices import DEFAULT_DISTRIBUTION
 from scheduler.hosts import HostArrays
 
 MIN_CONDITIONAL_COV = 0.05
+# A server the model sees as never interrupted (no arrivals or no load in the window, or no
+# backlog beyond an atom) keeps q = 0, but is given a delay law for the case it is: as long
+# as its own dedicated time on average, CoV 1 (scale-free: such a host has often seen no job
+# to take a demand law from). The calibrated law (scheduler.calibrated, and selection's
+# criterion of it) gives it this vanishing chance of that delay
+# (:func:`with_vanishing_interruption`): it maps the model's law level by level, and on a pure
+# atom at the dedicated time it had no tail to put a later quantile on, so every calibrated
+# quantile was served at about that time whatever the host's record said (NASA and CTC
+# stations are forecast no arrivals on half their launches, whose calibrated p90 is 1.1-1.5
+# times the dedicated time). The model's own law, and every uncalibrated answer, stays the
+# atom.
+VANISHING_INTERRUPTION = 1e-9
 DEFAULT_DIST = DEFAULT_DISTRIBUTION
 distribution_codes = fits.family_codes
 """Per-host family codes for a distribution name (see ``scheduler.fits.family_codes``)."""
@@ -170,6 +183,41 @@ def conditional_moments(lam_server: np.ndarray, rho: np.ndarray, ex2: np.ndarray
     return np.where(usable, q, 0.0), np.where(usable, m1, 0.0), np.where(usable, v, 0.0)
 
 
+def _vanishing(q: np.ndarray, m1: np.ndarray, v: np.ndarray, t: np.ndarray
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(q, m1, v) with the delay law of every server that has work (``t`` dedicated
+    seconds) and no chance of delay set to mean t, CoV 1; q stays 0 (see
+    ``VANISHING_INTERRUPTION``)."""
+    never = (q <= 0) & (t > 0)
+    if not never.any():
+        return q, m1, v
+    return q, np.where(never, t, m1), np.where(never, t * t, v)
+
+
+@overload
+def with_vanishing_interruption(servers: Servers) -> Servers: ...
+
+
+@overload
+def with_vanishing_interruption(servers: MixtureServers) -> MixtureServers: ...
+
+
+def with_vanishing_interruption(servers: Servers | MixtureServers) -> Servers | MixtureServers:
+    """``servers`` with ``VANISHING_INTERRUPTION`` as the chance of delay of every server
+    that has work and none (its delay law is already one local job's): what the calibrated
+    law maps instead of a pure atom."""
+    if isinstance(servers, MixtureServers):
+        return MixtureServers(_plain_vanishing(servers.parts), servers.weight, servers.mult)
+    return _plain_vanishing(servers)
+
+
+def _plain_vanishing(servers: Servers) -> Servers:
+    never = (servers.q <= 0) & (servers.t > 0)
+    if not never.any():
+        return servers
+    return replace(servers, q=np.where(never, VANISHING_INTERRUPTION, servers.q))
+
+
 AnyServers = Servers | MixtureServers
 """What the completion-time integrals accept: plain servers or a backlog mixture."""
 
@@ -189,8 +237,9 @@ def build_servers(arrays: HostArrays, shares: np.ndarray, codes: np.ndarray,
         return collapsed_servers(arrays, shares, codes)
     t = shares / (arrays.processes * arrays.tau)
     lam_server = arrays.lam / arrays.cores
-    q, m1, v = conditional_moments(lam_server, arrays.rho, arrays.demand_second_moment, t)
-    has_delay = q > 0
+    q, m1, v = _vanishing(*conditional_moments(lam_server, arrays.rho,
+                                               arrays.demand_second_moment, t), t)
+    has_delay = m1 > 0
     p1, p2 = fits.fit(codes, np.where(has_delay, m1, 1.0), np.where(has_delay, v, 1.0))
     mult = np.where(shares > 0, arrays.processes, 0.0)
     return Servers(t=t, q=q, code=np.broadcast_to(codes, t.shape), p1=p1, p2=p2, mult=mult)
@@ -208,8 +257,9 @@ def _build_mixture(arrays: HostArrays, shares: np.ndarray, codes: np.ndarray
     expand = (slice(None),) * (arrays.lam.ndim) + (None, None)
     lam_server = (arrays.lam / arrays.cores)[expand]
     rho = arrays.rho[expand]
-    q, m1, v = conditional_moments(lam_server, rho, arrays.demand_second_moment[expand], t)
-    has_delay = q > 0
+    q, m1, v = _vanishing(*conditional_moments(lam_server, rho,
+                                               arrays.demand_second_moment[expand], t), t)
+    has_delay = m1 > 0
     code = np.broadcast_to(np.asarray(codes)[..., None, None], t.shape)
     p1, p2 = fits.fit(code, np.where(has_delay, m1, 1.0), np.where(has_delay, v, 1.0))
     flat = (*t.shape[:-3], t.shape[-3] * t.shape[-2], t.shape[-1])
@@ -252,6 +302,9 @@ def collapsed_servers(arrays: HostArrays, shares: np.ndarray, codes: np.ndarray)
     v = np.maximum(delay_var / safe_q - delay_mean**2 * p0 / safe_q**2,
                    (MIN_CONDITIONAL_COV * m1) ** 2)
     usable = (q > 1e-300) & (m1 > 0)
+    q, m1, v = _vanishing(np.where(usable, q, 0.0), np.where(usable, m1, 0.0),
+                          np.where(usable, v, 0.0), start)
+    usable = m1 > 0
     code = np.broadcast_to(np.asarray(codes)[..., None], start.shape)
     p1, p2 = fits.fit(code, np.where(usable, m1, 1.0), np.where(usable, v, 1.0))
     flat = (*start.shape[:-2], start.shape[-2] * start.shape[-1])

@@ -24,7 +24,13 @@ from scheduler.choices import METHODS
 from scheduler.errors import InvalidArgumentError, NoUsableHostsError, TooManyHostsError
 from scheduler.exact import optimal
 from scheduler.hosts import Host, HostArrays
-from scheduler.model import DEFAULT_DIST, Servers, build_servers, distribution_codes
+from scheduler.model import (
+    DEFAULT_DIST,
+    Servers,
+    build_servers,
+    distribution_codes,
+    with_vanishing_interruption,
+)
 from scheduler.partitioning import _partition, check_partition, check_work, whole_units
 from scheduler.placement import ProcessCounts, with_processes
 from scheduler.prediction import (
@@ -291,9 +297,11 @@ class SetEvaluator:
         """(K, m) log CDF at the times ``grid`` (seconds) of ``hosts`` (from
         ``every_host_servers(members)``): the model's, or with a calibration (and
         ``calibrated``) the calibrated law's, so that hosts are ranked as sets are scored."""
-        log_cdf = hosts.mult[0] * completion.servers_log_cdf(hosts, grid[None, :])[0]
         if self.calibration is None or self.factor_table is None or not calibrated:
-            return log_cdf
+            return hosts.mult[0] * completion.servers_log_cdf(hosts, grid[None, :])[0]
+        # a pure atom mapped as the served law maps it (scheduler.model)
+        hosts = with_vanishing_interruption(hosts)
+        log_cdf = hosts.mult[0] * completion.servers_log_cdf(hosts, grid[None, :])[0]
         dedicated = self._every_host_shares(members)[0] / (self.arrays.processes
                                                             * self.arrays.tau)
         lengths = np.asarray(self.calibration.lengths_seconds)

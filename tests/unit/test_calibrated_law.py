@@ -32,6 +32,32 @@ def test_one_host_reports_its_quantiles_times_its_factors():
     assert law.mean > p.mean
 
 
+@pytest.mark.parametrize("backlog", [None, Backlog.exact([500.0])])
+def test_a_host_forecast_never_interrupted_is_served_its_records_quantiles(backlog):
+    """A host forecast no arrivals for the window (half the launches of the NASA and CTC
+    stations) has a model law that is one atom, with no tail for the level map to put a
+    later quantile on: every calibrated quantile was served at about the atom (p90 3,643 s
+    for an hour's work whose record says 4,772 s). Mapped as a vanishing chance of one
+    local job, the served quantiles are the reported ones, and the model's law stays the
+    atom."""
+    idle = Host("i", lam=0.0, mu=1 / 300, sigma=300, rho=0.0)
+    p = predict([idle], 3600.0, backlog=None if backlog is None else [backlog])
+    start = 3600.0 + (0.0 if backlog is None else 500.0)
+    assert (p.mean, p.std) == (start, 0.0)
+    assert all(q == pytest.approx(start, rel=1e-12) for q in p.quantiles.values())
+    factors = np.array([[1.05, 1.31, 1.2]])
+    served = calibrated_prediction(p, factors)
+    reported = served.law.host_quantiles[0]
+    # (the served law reads the model's quantiles on its grid: within a step of the atom)
+    assert reported == pytest.approx(np.maximum.accumulate(start * factors[0]), rel=0.02)
+    for name, q in zip(("p50", "p90", "p95"), reported):
+        assert served.quantiles[name] == pytest.approx(q, rel=0.02)
+    assert served.cdf([start * 0.97])[0] == 0.0  # (the grid reads the atom a step early)
+    # below 1 the factors hold the quantiles at the atom, as on any host
+    held = calibrated_prediction(p, np.full((1, 3), 0.9))
+    assert all(q == pytest.approx(start, rel=0.01) for q in held.quantiles.values())
+
+
 def test_a_served_prediction_keeps_the_model_mean_and_calibrates_the_rest():
     """The point estimate stays the model's mean and std; quantiles, cdf and the selection
     criterion are the calibrated law's."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 
@@ -90,6 +91,41 @@ def test_the_criterion_of_every_set_is_the_served_calibrated_laws(with_backlog):
             expected, _ = served_criterion(subset, work, calibration, backlog)
             got = evaluator.criteria([[index[h.name] for h in subset]])[0]
             assert got == pytest.approx(expected, rel=1e-4)
+
+
+@pytest.mark.parametrize("with_backlog", [False, True])
+def test_a_host_forecast_never_interrupted_is_scored_as_it_is_served(with_backlog):
+    """A host with no arrivals forecast has a model law that is one atom; the served law
+    maps it as a vanishing chance of one local job (scheduler.model), and so must the
+    criterion, exact and screened: as a pure atom it would score as finishing at its
+    dedicated time whatever its factors."""
+    rng = np.random.default_rng(7)
+    hosts = mixed_pool(rng, 5)
+    hosts[0] = dataclasses.replace(hosts[0], lam=0.0, rho=0.0)
+    work = 4 * 3600.0
+    calibration = random_calibration(rng, hosts)
+    backlog = {h.name: Backlog.steady_state() for h in hosts} if with_backlog else None
+    evaluator = SetEvaluator(_arrays(hosts, backlog), work, "lognormal", "equal-mean",
+                             calibration, [h.name for h in hosts])
+    index = {h.name: k for k, h in enumerate(hosts)}
+    subsets = [subset for size in range(1, 4) for subset in itertools.combinations(hosts, size)
+               if hosts[0] in subset]
+    members = np.zeros((len(subsets), 3), dtype=int)
+    valid = np.zeros(members.shape, dtype=bool)
+    for row, subset in enumerate(subsets):
+        expected, _ = served_criterion(subset, work, calibration, backlog)
+        members[row, :len(subset)] = [index[h.name] for h in subset]
+        valid[row, :len(subset)] = True
+        assert evaluator.criteria([members[row, :len(subset)]])[0] == pytest.approx(
+            expected, rel=1e-4)
+    exact = evaluator.dense(members, valid, 1e-5)
+    assert evaluator.dense(members, valid, _SEARCH_TOL) == pytest.approx(exact, rel=5e-3)
+    # alone, a host its record says is often interrupted is no longer scored as certain
+    alone, _ = served_criterion(hosts[:1], work, calibration, backlog)
+    dedicated = predict(hosts[:1], work).dedicated_seconds[0]
+    factors = _at_length(np.asarray(calibration.factors[hosts[0].name]), dedicated)
+    if not with_backlog and factors[1] > 1.1:
+        assert alone > dedicated * 1.05
 
 
 @pytest.mark.parametrize("with_backlog", [False, True])
