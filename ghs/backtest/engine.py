@@ -29,10 +29,17 @@ calibrator only once known at a later hour: when the task has finished, or (a mi
 has run past a reported quantile. With ``parallel``, one task of each length is split over all
 stations by each predictor's own equal-mean view and completes with its slowest share; its
 calibration is per task length on the parallel (shadow and scored) launches themselves (the
-per-host laws are not recombined). With ``calibration_lengths_seconds`` the calibrators learn
-at those lengths only, as a manager's fixed ones, and a scored length between them is
-served factors interpolated in log length (:func:`scheduler.calibrated_selection.length_factors`,
-the manager's rule); its outcomes teach no calibrator.
+per-host laws are not recombined). Beside it, ``calibrated-hosts`` (``RECOMBINED``) is what a
+manager serves for a split: every hour each station also makes a single-host shadow launch at
+each of a manager's task lengths (``ghs.manager.calibration.LENGTHS_SECONDS``, or
+``calibration_lengths_seconds``) in the state view, which teaches that station's own
+calibrator; a split is served each station's factors at its share's dedicated time,
+interpolated between those lengths, applied to its law and recombined
+(:func:`scheduler.calibrated.calibrated_prediction`). With ``calibration_lengths_seconds``
+the calibrators learn at those lengths only, as a manager's fixed ones, and a scored length
+between them is served factors interpolated in log length
+(:func:`scheduler.calibrated_selection.length_factors`, the manager's rule); its outcomes
+teach no calibrator.
 """
 
 from __future__ import annotations
@@ -45,6 +52,17 @@ from typing import Any
 import numpy as np
 
 from ghs.agent.replay import DEFAULT_ZERO_EPOCH_SECONDS, Station
+from ghs.backtest.scoring import (
+    CALIBRATED,
+    DEFAULT_PREDICTOR,
+    DIST,
+    ENVELOPE,
+    LEVELS,
+    MODEL_VIEWS,
+    RECOMBINED,
+    summarise,
+)
+from ghs.backtest.split import SplitLaunches
 from ghs.backtest.views import (
     Forecasts,
     day_host,
@@ -54,6 +72,7 @@ from ghs.backtest.views import (
 from ghs.backtest.world import HOUR_SECONDS, BacktestError, StationWorld
 from ghs.config import SensorConfig
 from ghs.experiments.partition import NAIVE_MAX_UTILISATION
+from ghs.manager.calibration import LENGTHS_SECONDS
 from ghs.manager.envelope import envelope_of
 from scheduler import Calibrator, predict
 from scheduler.backlog import Backlog
@@ -63,32 +82,6 @@ from scheduler.calibrated_selection import length_factors
 from scheduler.trace_simulation import simulate_trace_many
 from scheduler.window_forecast import settle_duration
 from scheduler.workload import Trace
-
-LEVELS = ("p50", "p90", "p95")
-NOMINAL = (0.5, 0.9, 0.95)
-# a realised time counts as before a quantile below this fraction of it (not on it)
-_BEFORE = 1.0 - 1e-9
-# view -> (load window, start: idle / the snapshot's backlog / it weighted by the record)
-MODEL_VIEWS = {"paper": ("day", "idle"), "state": ("day", "state"),
-               "forecast": ("forecast", "idle"), "uncalibrated": ("forecast", "state"),
-               "weighted": ("forecast", "weighted")}
-# calibrated predictor -> the model view whose quantiles it corrects
-CALIBRATED = {"calibrated": "forecast", "calibrated-state": "weighted",
-              "calibrated-held": "uncalibrated"}
-# On a launch that found local jobs running, the default's p90 and p95 are the upper envelope of
-# its own calibrated quantiles and those of the view that holds the jobs as a backlog (its
-# p50 stays its own: the envelope's median covered .86 of such launches on RICC): the
-# carried view (idle start) is calibrated mostly on launches without running jobs, and alone it
-# covered only .55-.80 at p90 of the launches with some (the README's back-test section).
-ENVELOPE = {"calibrated": "calibrated-held"}
-# the default corrects the view the manager serves: for one host the carried load, for a task
-# split over several hosts the state start (the split must see which hosts are busy now)
-PARALLEL_CALIBRATED = {"calibrated": "uncalibrated", "calibrated-state": "weighted"}
-DEFAULT_PREDICTOR = "calibrated"
-PREDICTORS = ("paper", "naive", "state", "forecast", "uncalibrated", "weighted", *CALIBRATED)
-PARALLEL_PREDICTORS = tuple(p for p in PREDICTORS if p not in CALIBRATED
-                            or p in PARALLEL_CALIBRATED)
-DIST = "lognormal"
 
 
 @dataclass(frozen=True)
@@ -196,7 +189,7 @@ def run_backtest(stations: Sequence[Station], keys: Sequence[str], works: Sequen
             "stations": list(keys), "launches": run.records, "summary": summary}
 
 
-class _Run:
+class _Run(SplitLaunches):
     def __init__(self, stations, keys, traces, ends, work, settings) -> None:
         self.names = [s.name for s in stations]
         self.keys = list(keys)
@@ -212,6 +205,13 @@ class _Run:
         self.work = np.union1d(work, self.lengths)
         self.calibrators = {(name, float(w)): Calibrator(rows) for name in CALIBRATED
                             for w in self.lengths}
+        # with ``parallel``, each station's own calibrators too (a row each), at a manager's
+        # task lengths, taught by single-host shadow launches as a manager's are (RECOMBINED)
+        self.host_lengths = np.sort(np.asarray(LENGTHS_SECONDS if lengths is None
+                                               else lengths, dtype=float))
+        if settings.parallel:
+            self.calibrators.update({(RECOMBINED, float(w)): Calibrator(len(stations))
+                                     for w in self.host_lengths})
         self.forecasts = Forecasts(len(stations))
         self.pending: list[_Pending] = []
         self.weights = BacklogWeights(len(stations), WeightSettings(by_record=True))
@@ -367,105 +367,3 @@ class _Run:
 
         settle_duration(mean_for, work)
         return found["p"], found["hosts"]
-
-    def parallel(self, at: float, views: list, scored: bool = True) -> None:
-        """One split task of each length; a shadow one (``scored`` False) only feeds the
-        calibrators, with the views they correct."""
-        rows = list(range(len(views)))
-        names = MODEL_VIEWS if scored else {
-            v: MODEL_VIEWS[v] for v in PARALLEL_CALIBRATED.values()}
-        knowns = [known for _, known in views]
-        days = [day_host(self.names[k], e) for k, (e, _) in enumerate(views)]
-        backlogs = [snapshot_backlog(known, day)[0] for known, day in zip(knowns, days)]
-        free = 1.0 - np.minimum([last_utilisation(k) for k in knowns], NAIVE_MAX_UTILISATION)
-        for w in self.work:
-            w = float(w)
-            if not (scored or w in self.lengths):
-                continue
-            record = scored and w in self.scored_work
-            if record:
-                naive_shares = w * free / free.sum()
-                self._parallel_record("naive", at, w, naive_shares, w / free.sum(), None)
-            for name, (window, start) in names.items():
-                chosen = [self._start(start, k, b) for k, b in enumerate(backlogs)]
-                starts = [b for b, _ in chosen]
-                if window == "day":
-                    p = predict(days, w, DIST, backlog=starts)
-                else:
-                    p, _ = self._settled(rows, knowns, at, w, starts,
-                                         arrivals_only=[a for _, a in chosen])
-                q = np.array([p.quantiles[level] for level in LEVELS])
-                shares = np.asarray(p.shares)
-                realised, finish = self._parallel_record(name, at, w, shares, p.mean, q,
-                                                         keep=record)
-                if realised is None:
-                    continue
-                if start == "weighted" and record:
-                    for k in np.nonzero(shares > 0)[0]:
-                        self._score_weights(int(k), at, knowns[k], float(shares[k]),
-                                            backlogs[k], finish[k], p.mean)
-                for calibrated, view in PARALLEL_CALIBRATED.items():
-                    if view == name:
-                        reported = self._calibrate(calibrated, 0, w, at, realised, q,
-                                                   float(shares.max()))
-                        if record:
-                            self._parallel_record(calibrated, at, w, shares, p.mean,
-                                                  reported)
-
-    def _parallel_record(self, predictor: str, at: float, work: float, shares: np.ndarray,
-                         mean: float, quantiles: np.ndarray | None, keep: bool = True
-                         ) -> tuple[float | None, list[float]]:
-        """Record the launch (with ``keep``) if every share finishes inside its log: (realised
-        seconds of the slowest share, each share's seconds), or (None, ...) when one does
-        not."""
-        finish = [float(simulate_trace_many(trace, share, at)) if share > 0 else 0.0
-                  for trace, share in zip(self.traces, shares)]
-        if any(at + f > end for f, end, share in zip(finish, self.ends, shares) if share > 0):
-            return None, finish
-        realised = max(finish)
-        if not keep:
-            return realised, finish
-        self._record(predictor, at, work, {key: float(s) for key, s in zip(self.keys, shares)},
-                     realised, mean, quantiles)
-        return realised, finish
-
-
-def summarise(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per predictor and task length: mean and median relative |error| of the mean, the
-    predicted means' total over the realised total, coverage of each quantile (the share
-    finished by it), the share finished strictly before it, and the median p90/p50 width
-    (None where the predictor gives none).
-
-    The relative error weighs a run by 1 / its realised time, so it forgives a mean that
-    misses the rare long waits; the totals do not: below 1, a batch of these tasks takes
-    longer than their means add up to.
-
-    A task that meets no local job finishes at its dedicated time exactly, an atom of the
-    law: a quantile q_L at that time is right when P(T < q_L) <= L <= P(T <= q_L), and on
-    hosts where most runs go uninterrupted the coverage alone can only read above L."""
-    groups: dict[tuple[str, float], list[dict[str, Any]]] = {}
-    for record in records:
-        groups.setdefault((record["predictor"], record["work"]), []).append(record)
-    order = {name: i for i, name in enumerate(PREDICTORS)}
-    rows = []
-    for (name, work), chosen in sorted(groups.items(), key=lambda g: (order.get(g[0][0], 99),
-                                                                      g[0][1])):
-        realised = np.array([r["realised_seconds"] for r in chosen])
-        mean = np.array([r["mean"] for r in chosen])
-        error = np.abs(mean - realised) / realised
-        row: dict[str, Any] = {"predictor": name, "work": work, "launches": len(chosen),
-                               "mean_abs_error": float(error.mean()),
-                               "median_abs_error": float(np.median(error)),
-                               "total_mean_over_realised": float(mean.sum() / realised.sum()),
-                               "coverage": None, "finished_before": None,
-                               "median_p90_over_p50": None}
-        if chosen[0]["quantiles"] is not None:
-            q = np.array([[r["quantiles"][level] for level in LEVELS] for r in chosen])
-            row["coverage"] = {level: float(np.mean(realised <= q[:, i]))
-                               for i, level in enumerate(LEVELS)}
-            # before, by more than rounding: a run ending on its dedicated time is "by" it
-            row["finished_before"] = {level: float(np.mean(realised < q[:, i] * _BEFORE))
-                                      for i, level in enumerate(LEVELS)}
-            row["median_p90_over_p50"] = float(np.median(q[:, 1] / q[:, 0]))
-        rows.append(row)
-    return rows

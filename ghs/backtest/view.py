@@ -8,7 +8,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from ghs.backtest.engine import LEVELS, NOMINAL
+from ghs.backtest.scoring import LEVELS, NOMINAL
 from ghs.durations import format_duration
 from ghs.errors import GhsError
 

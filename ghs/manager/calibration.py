@@ -103,12 +103,16 @@ class _Run:
     plans: list[LaunchPlan | None] = field(default_factory=list)
 
 
+# the task lengths (dedicated seconds per core) a manager's calibrators learn at
+LENGTHS_SECONDS = (900.0, 3600.0, 4 * 3600.0, 16 * 3600.0)
+
+
 class Calibration(CalibratedViews, ShadowOutcomes):
     """Forecasts, start batteries and calibrators of every host, kept current from ``store``
     (a :class:`ghs.manager.store.ManagerStore`)."""
 
-    def __init__(self, store: Any, *, lengths_seconds: Sequence[float] = (
-            900.0, 3600.0, 4 * 3600.0, 16 * 3600.0), snapshot_fresh_seconds: float = 180.0,
+    def __init__(self, store: Any, *, lengths_seconds: Sequence[float] = LENGTHS_SECONDS,
+            snapshot_fresh_seconds: float = 180.0,
             max_catch_up_hours: int = 48, history_days: float = 8.0,
             start_by_record: bool = False) -> None:
         self.store = store

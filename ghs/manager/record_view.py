@@ -13,7 +13,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from ghs.backtest.engine import summarise
+from ghs.backtest.scoring import summarise
 
 MAX_LAUNCHES = 50_000
 

@@ -14,6 +14,7 @@ from ghs.backtest import (
     DEFAULT_PREDICTOR,
     PARALLEL_PREDICTORS,
     PREDICTORS,
+    RECOMBINED,
     BacktestSettings,
     run_backtest,
 )
@@ -271,3 +272,37 @@ def test_a_length_between_the_calibrated_ones_is_served_as_a_manager_serves_it()
     bad = CliRunner().invoke(main, ["backtest", "--manager", "tcp://127.0.0.1:1", "--work",
                                     "1h", "--calibrate-at", "1h"])
     assert bad.exit_code == 2 and "--calibrate-at goes with --trace" in bad.output
+
+
+def test_a_split_is_also_scored_as_a_manager_serves_it_from_each_hosts_own_record():
+    """``calibrated-hosts``: each station's law calibrated on its own single-host shadow
+    launches (the state view) and the laws recombined, as a manager answers for several
+    hosts. Split over one station it is that station's single-host answer: the single-mode
+    ``calibrated-held`` (the same view and calibrators, its quantiles times the factors),
+    up to the served law's grid. The station is forecast no arrivals at most launches, a
+    model law that is one atom, which the served law once mapped to the atom whatever the
+    factors (p90 20-40% short)."""
+    rows = _rows(5, 4.0, rate_per_hour=1.0, mean_seconds=300.0)
+    base = dict(start_seconds=24 * HOUR, every_seconds=3 * HOUR, sensor=LIGHT,
+                calibration_lengths_seconds=(HOUR, 3 * HOUR))
+    station = [Station("s", tuple(rows))]
+    single = run_backtest(station, ["s.csv"], [HOUR, 3 * HOUR], BacktestSettings(**base))
+    split = run_backtest(station, ["s.csv"], [HOUR, 3 * HOUR],
+                         BacktestSettings(**base, parallel=True))
+    assert RECOMBINED in PARALLEL_PREDICTORS and RECOMBINED not in PREDICTORS
+
+    def by_key(body, name):
+        return {(r["launch_seconds"], r["work"]): r for r in body["launches"]
+                if r["predictor"] == name}
+
+    held, hosts = by_key(single, "calibrated-held"), by_key(split, RECOMBINED)
+    assert len(hosts) >= 20 and hosts.keys() <= held.keys()
+    gaps = []
+    for key, record in hosts.items():
+        assert record["realised_seconds"] == pytest.approx(held[key]["realised_seconds"],
+                                                           rel=1e-9)
+        gaps += [record["quantiles"][level] / held[key]["quantiles"][level] - 1
+                 for level in LEVELS]
+    gaps = np.abs(gaps)
+    assert np.median(gaps) < 0.01 and np.quantile(gaps, 0.9) < 0.03 and gaps.max() < 0.1
+

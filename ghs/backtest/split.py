@@ -1,0 +1,132 @@
+"""The back-test's split launches (``parallel``): one task of each length split over every
+station, and what a manager serves for it (see :mod:`ghs.backtest.engine`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ghs.backtest.scoring import (
+    DIST,
+    LEVELS,
+    MODEL_VIEWS,
+    PARALLEL_CALIBRATED,
+    RECOMBINED,
+    RECOMBINED_VIEW,
+)
+from ghs.backtest.views import day_host, last_utilisation, snapshot_backlog
+from ghs.experiments.partition import NAIVE_MAX_UTILISATION
+from scheduler import predict
+from scheduler.backlog import Backlog
+from scheduler.calibrated import calibrated_prediction
+from scheduler.calibrated_selection import length_factors
+from scheduler.trace_simulation import simulate_trace_many
+
+
+class SplitLaunches:
+    """The split launches of a back-test run (mixed into the engine's run, whose state and
+    single-host helpers they use)."""
+
+    names: list[str]
+    keys: list[str]
+    traces: list[Any]
+    ends: np.ndarray
+    work: np.ndarray
+    lengths: np.ndarray
+    host_lengths: np.ndarray
+    scored_work: set[float]
+    calibrators: dict[tuple[str, float], Any]
+
+    def parallel(self, at: float, views: list, scored: bool = True) -> None:
+        """One split task of each length; a shadow one (``scored`` False) only feeds the
+        calibrators, with the views they correct."""
+        rows = list(range(len(views)))
+        names = MODEL_VIEWS if scored else {
+            v: MODEL_VIEWS[v] for v in PARALLEL_CALIBRATED.values()}
+        knowns = [known for _, known in views]
+        days = [day_host(self.names[k], e) for k, (e, _) in enumerate(views)]
+        backlogs = [snapshot_backlog(known, day)[0] for known, day in zip(knowns, days)]
+        free = 1.0 - np.minimum([last_utilisation(k) for k in knowns], NAIVE_MAX_UTILISATION)
+        self._host_shadows(at, knowns, backlogs)
+        for w in self.work:
+            w = float(w)
+            if not (scored or w in self.lengths):
+                continue
+            record = scored and w in self.scored_work
+            if record:
+                naive_shares = w * free / free.sum()
+                self._parallel_record("naive", at, w, naive_shares, w / free.sum(), None)
+            for name, (window, start) in names.items():
+                chosen = [self._start(start, k, b) for k, b in enumerate(backlogs)]
+                starts = [b for b, _ in chosen]
+                if window == "day":
+                    p = predict(days, w, DIST, backlog=starts)
+                else:
+                    p, _ = self._settled(rows, knowns, at, w, starts,
+                                         arrivals_only=[a for _, a in chosen])
+                q = np.array([p.quantiles[level] for level in LEVELS])
+                shares = np.asarray(p.shares)
+                realised, finish = self._parallel_record(name, at, w, shares, p.mean, q,
+                                                         keep=record)
+                if realised is None:
+                    continue
+                if start == "weighted" and record:
+                    for k in np.nonzero(shares > 0)[0]:
+                        self._score_weights(int(k), at, knowns[k], float(shares[k]),
+                                            backlogs[k], finish[k], p.mean)
+                for calibrated, view in PARALLEL_CALIBRATED.items():
+                    if view == name:
+                        reported = self._calibrate(calibrated, 0, w, at, realised, q,
+                                                   float(shares.max()))
+                        if record:
+                            self._parallel_record(calibrated, at, w, shares, p.mean,
+                                                  reported)
+                if name == RECOMBINED_VIEW and record:
+                    self._parallel_record(RECOMBINED, at, w, shares, p.mean,
+                                          self._recombined(p))
+
+    def _host_shadows(self, at: float, knowns: list, backlogs: list[Backlog]) -> None:
+        """A single-host shadow launch on every station at each of a manager's task lengths,
+        in the view a manager's answer for several hosts calibrates (the state start): each
+        teaches that station's own calibrator of that length, once its outcome is known."""
+        _, start = MODEL_VIEWS[RECOMBINED_VIEW]
+        lengths = self.host_lengths
+        for k, (known, backlog) in enumerate(zip(knowns, backlogs)):
+            realised = simulate_trace_many(self.traces[k], lengths, np.full(lengths.size, at))
+            begin, arrivals = self._start(start, k, backlog)
+            for length, seconds in zip(lengths.tolist(), realised.tolist()):
+                if at + seconds > self.ends[k]:
+                    continue
+                p, _ = self._settled([k], [known], at, length, [begin], arrivals_only=arrivals)
+                q = np.array([p.quantiles[level] for level in LEVELS])
+                self._calibrate(RECOMBINED, k, length, at, seconds, q, length)
+
+    def _recombined(self, prediction: Any) -> np.ndarray:
+        """The split's quantiles as a manager serves them: each station's factors at its
+        share's dedicated time, interpolated between its calibrators' lengths
+        (:func:`length_factors`), applied to its own law, and the laws recombined
+        (:func:`scheduler.calibrated.calibrated_prediction`)."""
+        rows = list(range(len(self.names)))
+        table = np.stack([self.calibrators[RECOMBINED, float(length)].factors(rows)
+                          for length in self.host_lengths], axis=1)
+        factors = length_factors(table, self.host_lengths, prediction.dedicated_seconds)
+        served = calibrated_prediction(prediction, factors)
+        return np.array([served.quantiles[level] for level in LEVELS])
+
+    def _parallel_record(self, predictor: str, at: float, work: float, shares: np.ndarray,
+                         mean: float, quantiles: np.ndarray | None, keep: bool = True
+                         ) -> tuple[float | None, list[float]]:
+        """Record the launch (with ``keep``) if every share finishes inside its log: (realised
+        seconds of the slowest share, each share's seconds), or (None, ...) when one does
+        not."""
+        finish = [float(simulate_trace_many(trace, share, at)) if share > 0 else 0.0
+                  for trace, share in zip(self.traces, shares)]
+        if any(at + f > end for f, end, share in zip(finish, self.ends, shares) if share > 0):
+            return None, finish
+        realised = max(finish)
+        if not keep:
+            return realised, finish
+        self._record(predictor, at, work, {key: float(s) for key, s in zip(self.keys, shares)},
+                     realised, mean, quantiles)
+        return realised, finish
