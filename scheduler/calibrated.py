@@ -64,7 +64,7 @@ def calibrate(prediction: Any, factors: Any, levels: Any = LEVELS) -> Calibrated
 def _calibrate(prediction: Any, factors: np.ndarray, levels: np.ndarray) -> CalibratedLaw:
     grid = _grid(prediction, factors)
     # a host the model sees as never interrupted is mapped as one with a vanishing chance of
-    # a local job (scheduler.model.VANISHING_INTERRUPTION): a pure atom has no tail to map
+    # delay (scheduler.model.VANISHING_INTERRUPTION): a pure atom has no tail to map
     host_cdf = _monotone_rows(np.clip(hosts_cdf(with_vanishing_interruption(
         prediction._host_servers), grid, len(prediction.hosts)), 0.0, 1.0))
     model_q = _row_quantiles(grid, host_cdf, levels)

@@ -204,8 +204,9 @@ def with_vanishing_interruption(servers: MixtureServers) -> MixtureServers: ...
 
 def with_vanishing_interruption(servers: Servers | MixtureServers) -> Servers | MixtureServers:
     """``servers`` with ``VANISHING_INTERRUPTION`` as the chance of delay of every server
-    that has work and none (its delay law is already one local job's): what the calibrated
-    law maps instead of a pure atom."""
+    that has work and none (its delay law is already the one :func:`build_servers` gives
+    it: mean its dedicated time, CoV 1): what the calibrated law maps instead of a pure
+    atom."""
     if isinstance(servers, MixtureServers):
         return MixtureServers(_plain_vanishing(servers.parts), servers.weight, servers.mult)
     return _plain_vanishing(servers)

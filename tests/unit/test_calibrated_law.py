@@ -37,8 +37,8 @@ def test_a_host_forecast_never_interrupted_is_served_its_records_quantiles(backl
     """A host forecast no arrivals for the window (half the launches of the NASA and CTC
     stations) has a model law that is one atom, with no tail for the level map to put a
     later quantile on: every calibrated quantile was served at about the atom (p90 3,643 s
-    for an hour's work whose record says 4,772 s). Mapped as a vanishing chance of one
-    local job, the served quantiles are the reported ones, and the model's law stays the
+    for an hour's work whose record says 4,772 s). Mapped as a vanishing chance of a
+    delay, the served quantiles are the reported ones, and the model's law stays the
     atom."""
     idle = Host("i", lam=0.0, mu=1 / 300, sigma=300, rho=0.0)
     p = predict([idle], 3600.0, backlog=None if backlog is None else [backlog])

@@ -96,7 +96,7 @@ def test_the_criterion_of_every_set_is_the_served_calibrated_laws(with_backlog):
 @pytest.mark.parametrize("with_backlog", [False, True])
 def test_a_host_forecast_never_interrupted_is_scored_as_it_is_served(with_backlog):
     """A host with no arrivals forecast has a model law that is one atom; the served law
-    maps it as a vanishing chance of one local job (scheduler.model), and so must the
+    maps it as a vanishing chance of delay (scheduler.model), and so must the
     criterion, exact and screened: as a pure atom it would score as finishing at its
     dedicated time whatever its factors."""
     rng = np.random.default_rng(7)
