@@ -76,16 +76,21 @@ def brute_force(hosts, work, calibration, backlog=None):
     return found
 
 
+def _pool_evaluator(hosts, work, calibration, with_backlog):
+    """(evaluator, backlog or None, host name -> index) of a calibrated pool, every host
+    started in its steady state with ``with_backlog``."""
+    backlog = {h.name: Backlog.steady_state() for h in hosts} if with_backlog else None
+    evaluator = SetEvaluator(_arrays(hosts, backlog), work, "lognormal", "equal-mean",
+                             calibration, [h.name for h in hosts])
+    return evaluator, backlog, {h.name: k for k, h in enumerate(hosts)}
+
 @pytest.mark.parametrize("with_backlog", [False, True])
 def test_the_criterion_of_every_set_is_the_served_calibrated_laws(with_backlog):
     rng = np.random.default_rng(3)
     hosts = mixed_pool(rng, 6)
     work = 6 * 3600.0
     calibration = random_calibration(rng, hosts)
-    backlog = {h.name: Backlog.steady_state() for h in hosts} if with_backlog else None
-    evaluator = SetEvaluator(_arrays(hosts, backlog), work, "lognormal", "equal-mean",
-                             calibration, [h.name for h in hosts])
-    index = {h.name: k for k, h in enumerate(hosts)}
+    evaluator, backlog, index = _pool_evaluator(hosts, work, calibration, with_backlog)
     for size in range(1, len(hosts) + 1):
         for subset in itertools.combinations(hosts, size):
             expected, _ = served_criterion(subset, work, calibration, backlog)
@@ -104,10 +109,7 @@ def test_a_host_forecast_never_interrupted_is_scored_as_it_is_served(with_backlo
     hosts[0] = dataclasses.replace(hosts[0], lam=0.0, rho=0.0)
     work = 4 * 3600.0
     calibration = random_calibration(rng, hosts)
-    backlog = {h.name: Backlog.steady_state() for h in hosts} if with_backlog else None
-    evaluator = SetEvaluator(_arrays(hosts, backlog), work, "lognormal", "equal-mean",
-                             calibration, [h.name for h in hosts])
-    index = {h.name: k for k, h in enumerate(hosts)}
+    evaluator, backlog, index = _pool_evaluator(hosts, work, calibration, with_backlog)
     subsets = [subset for size in range(1, 4) for subset in itertools.combinations(hosts, size)
                if hosts[0] in subset]
     members = np.zeros((len(subsets), 3), dtype=int)
