@@ -38,6 +38,7 @@ from protocol import (
 )
 from scheduler import Backlog, Host, Plan, Prediction, predict
 from scheduler.calibrated import calibrated_prediction
+from scheduler.conformal import LEVELS
 from scheduler.selection import Exclusion
 
 
@@ -296,9 +297,14 @@ def _rebuild_prediction(body: dict[str, Any]) -> Prediction:
     processes = [row.get("processes", host.cores) for row, host in zip(body["hosts"], hosts)]
     prediction = predict(hosts, body["work"], body["distribution"], body["partition"],
                          shares=shares, backlog=backlog, processes_per_host=processes)
-    factors = [p.get("calibration_factors") for p in body["host_parameters"]]
+    rows = body["host_parameters"]
+    factors = [p.get("calibration_factors") for p in rows]
     if any(f is not None for f in factors):
         # the manager's calibrated answer: the same per-host factors, the same combination
-        ones = [1.0] * len(next(f for f in factors if f is not None))
-        return calibrated_prediction(prediction, [ones if f is None else f for f in factors])
+        given = next(p for p in rows if p.get("calibration_factors") is not None)
+        # a manager before the pooled far tail sends its three levels' factors only
+        levels = given.get("calibration_levels", LEVELS[:len(given["calibration_factors"])])
+        ones = [1.0] * len(levels)
+        return calibrated_prediction(prediction, [ones if f is None else f for f in factors],
+                                     levels)
     return prediction

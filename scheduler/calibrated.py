@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from scheduler.conformal import LEVELS
+from scheduler.conformal import LEVELS, TAIL_LEVEL, level_name
 from scheduler.errors import InvalidArgumentError
 from scheduler.host_cdf import hosts_cdf, many_hosts_cdf
 from scheduler.model import with_vanishing_interruption
@@ -24,6 +24,9 @@ from scheduler.prediction import Prediction
 
 GRID_POINTS = 256
 REPORTED = {"p50": 0.5, "p90": 0.9, "p95": 0.95, "p99": 0.99}
+# the levels a manager serves each host's law calibrated at: its own record's three and the
+# far tail pooled over hosts (scheduler.conformal.TAIL_LEVEL)
+SERVED_LEVELS = (*LEVELS, TAIL_LEVEL)
 
 
 @dataclass(frozen=True, eq=False)
@@ -41,6 +44,8 @@ class CalibratedLaw:
     # the task's earliest finish, its slowest share's dedicated time: 0 before it, where
     # the grid's interpolation alone would start the rise a step early
     start_seconds: float = 0.0
+    # the levels the factors apply at
+    levels: tuple[float, ...] = LEVELS
 
     def cdf(self, x: Any) -> np.ndarray:
         """P(T <= x) of the calibrated law at times x (seconds), interpolated on the grid."""
@@ -92,7 +97,7 @@ def _calibrate(prediction: Any, factors: np.ndarray, levels: np.ndarray) -> Cali
     second = prediction.std ** 2 + prediction.mean ** 2 + second_gap
     std = float(np.sqrt(max(second - mean * mean, 0.0)))
     return CalibratedLaw(float(mean), std, dict(zip(names, map(float, values))), reported,
-                         factors, grid, task_cdf, start)
+                         factors, grid, task_cdf, start, tuple(map(float, levels)))
 
 
 def reported_quantiles(model_quantiles: np.ndarray, factors: np.ndarray,
@@ -267,7 +272,7 @@ class CalibratedPrediction(Prediction):
     def to_dict(self) -> dict[str, Any]:
         payload = super().to_dict()
         assert self.law is not None
-        names = [f"p{round(100 * level)}" for level in LEVELS]
+        names = [level_name(level) for level in self.law.levels]
         for row, reported, factors in zip(payload["hosts"], self.law.host_quantiles,
                                           self.law.factors):
             row["calibrated_quantiles"] = dict(zip(names, map(float, reported)))
@@ -277,11 +282,12 @@ class CalibratedPrediction(Prediction):
         return payload
 
 
-def calibrated_prediction(prediction: Prediction, factors: Any) -> CalibratedPrediction:
-    """``prediction`` with each host's quantile ``factors`` (hosts, levels) applied and the
-    hosts' calibrated laws combined (:func:`calibrate`): calibrated quantiles and cdf, the
-    model's mean and std."""
-    law = calibrate(prediction, factors)
+def calibrated_prediction(prediction: Prediction, factors: Any, levels: Any = LEVELS
+                          ) -> CalibratedPrediction:
+    """``prediction`` with each host's quantile ``factors`` (hosts, levels) at ``levels``
+    applied and the hosts' calibrated laws combined (:func:`calibrate`): calibrated
+    quantiles and cdf, the model's mean and std."""
+    law = calibrate(prediction, factors, levels)
     own = {f.name: getattr(prediction, f.name) for f in fields(Prediction)}
     model = {"mean": prediction.mean, "std": prediction.std,
              "quantiles": dict(prediction.quantiles)}

@@ -33,7 +33,9 @@ per-host laws are not recombined). Beside it, ``calibrated-hosts`` (``RECOMBINED
 manager serves for a split: every hour each station also makes a single-host shadow launch at
 each of a manager's task lengths (``ghs.manager.calibration.LENGTHS_SECONDS``, or
 ``calibration_lengths_seconds``) in the state view, which teaches that station's own
-calibrator; a split is served each station's factors at its share's dedicated time,
+calibrator and the far-tail correction pooled over the stations
+(:func:`scheduler.conformal.pooled_calibrator`); a split is served each station's factors at
+its share's dedicated time,
 interpolated between those lengths, applied to its law and recombined
 (:func:`scheduler.calibrated.calibrated_prediction`). With ``calibration_lengths_seconds``
 the calibrators learn at those lengths only, as a manager's fixed ones, and a scored length
@@ -62,7 +64,7 @@ from ghs.backtest.scoring import (
     RECOMBINED,
     summarise,
 )
-from ghs.backtest.split import SplitLaunches
+from ghs.backtest.split import RECOMBINED_TAIL, SplitLaunches
 from ghs.backtest.views import (
     Forecasts,
     day_host,
@@ -79,6 +81,7 @@ from scheduler.backlog import Backlog
 from scheduler.backlog_weight import BacklogWeights, WeightSettings
 from scheduler.calibrated import reported_quantiles
 from scheduler.calibrated_selection import length_factors
+from scheduler.conformal import pooled_calibrator
 from scheduler.trace_simulation import simulate_trace_many
 from scheduler.window_forecast import settle_duration
 from scheduler.workload import Trace
@@ -212,6 +215,8 @@ class _Run(SplitLaunches):
         if settings.parallel:
             self.calibrators.update({(RECOMBINED, float(w)): Calibrator(len(stations))
                                      for w in self.host_lengths})
+            self.calibrators.update({(RECOMBINED_TAIL, float(w)): pooled_calibrator()
+                                     for w in self.host_lengths})
         self.forecasts = Forecasts(len(stations))
         self.pending: list[_Pending] = []
         self.weights = BacklogWeights(len(stations), WeightSettings(by_record=True))
@@ -260,7 +265,7 @@ class _Run(SplitLaunches):
                                       dedicated_seconds)
         reported = calibrator.adjust([row], quantiles[None])[0]
         pooled = calibrator.pool_adjust(quantiles[None])[0]
-        levels = np.zeros(len(LEVELS), bool)
+        levels = np.zeros(quantiles.size, bool)
         self.pending.append(_Pending(row, (name, work), at, realised, reported, pooled,
                                      levels, levels.copy()))
         return np.maximum(reported, dedicated_seconds)

@@ -19,9 +19,12 @@ from ghs.backtest.views import day_host, last_utilisation, snapshot_backlog
 from ghs.experiments.partition import NAIVE_MAX_UTILISATION
 from scheduler import predict
 from scheduler.backlog import Backlog
-from scheduler.calibrated import calibrated_prediction
+from scheduler.calibrated import SERVED_LEVELS, calibrated_prediction, host_quantiles
 from scheduler.calibrated_selection import length_factors
 from scheduler.trace_simulation import simulate_trace_many
+
+# the far-tail correction pooled over the stations, beside each station's own (RECOMBINED)
+RECOMBINED_TAIL = f"{RECOMBINED}-tail"
 
 
 class SplitLaunches:
@@ -89,7 +92,8 @@ class SplitLaunches:
     def _host_shadows(self, at: float, knowns: list, backlogs: list[Backlog]) -> None:
         """A single-host shadow launch on every station at each of a manager's task lengths,
         in the view a manager's answer for several hosts calibrates (the state start): each
-        teaches that station's own calibrator of that length, once its outcome is known."""
+        teaches that station's own calibrator of that length, and the far tail pooled over
+        the stations, once its outcome is known."""
         _, start = MODEL_VIEWS[RECOMBINED_VIEW]
         lengths = self.host_lengths
         for k, (known, backlog) in enumerate(zip(knowns, backlogs)):
@@ -101,17 +105,23 @@ class SplitLaunches:
                 p, _ = self._settled([k], [known], at, length, [begin], arrivals_only=arrivals)
                 q = np.array([p.quantiles[level] for level in LEVELS])
                 self._calibrate(RECOMBINED, k, length, at, seconds, q, length)
+                self._calibrate(RECOMBINED_TAIL, 0, length, at, seconds,
+                                host_quantiles(p, SERVED_LEVELS[-1:])[0], length)
 
     def _recombined(self, prediction: Any) -> np.ndarray:
-        """The split's quantiles as a manager serves them: each station's factors at its
-        share's dedicated time, interpolated between its calibrators' lengths
-        (:func:`length_factors`), applied to its own law, and the laws recombined
+        """The split's quantiles as a manager serves them: each station's factors (its own
+        levels' and the pooled far tail's) at its share's dedicated time, interpolated
+        between its calibrators' lengths (:func:`length_factors`), applied to its own law,
+        and the laws recombined
         (:func:`scheduler.calibrated.calibrated_prediction`)."""
         rows = list(range(len(self.names)))
-        table = np.stack([self.calibrators[RECOMBINED, float(length)].factors(rows)
-                          for length in self.host_lengths], axis=1)
+        table = np.stack([np.concatenate([
+            self.calibrators[RECOMBINED, float(length)].factors(rows),
+            np.broadcast_to(self.calibrators[RECOMBINED_TAIL, float(length)].factors([0]),
+                            (len(rows), 1))], axis=1)
+            for length in self.host_lengths], axis=1)
         factors = length_factors(table, self.host_lengths, prediction.dedicated_seconds)
-        served = calibrated_prediction(prediction, factors)
+        served = calibrated_prediction(prediction, factors, SERVED_LEVELS)
         return np.array([served.quantiles[level] for level in LEVELS])
 
     def _parallel_record(self, predictor: str, at: float, work: float, shares: np.ndarray,

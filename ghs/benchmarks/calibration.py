@@ -26,7 +26,7 @@ from ghs.manager.simulated_feed import ZERO_EPOCH_SECONDS, ManagerFeed, poisson_
 from ghs.manager.store import ManagerStore
 from scheduler import ForecastBank, predict
 from scheduler.backlog import Backlog
-from scheduler.calibrated import calibrated_prediction
+from scheduler.calibrated import SERVED_LEVELS, calibrated_prediction
 
 HOUR_SECONDS = 3600.0
 
@@ -45,7 +45,7 @@ def _filled_bank(hosts: int, rng: np.random.Generator) -> ForecastBank:
 def _calibrated(bank: ForecastBank, hosts: list, work: float, steady: list,
                 factors: np.ndarray) -> Any:
     bank.forecast(np.arange(2 * len(hosts)), 8 * 24 * HOUR_SECONDS, 8 * HOUR_SECONDS)
-    return calibrated_prediction(predict(hosts, work, backlog=steady), factors)
+    return calibrated_prediction(predict(hosts, work, backlog=steady), factors, SERVED_LEVELS)
 
 
 def bench_query(sizes: list[int], rng: np.random.Generator) -> list[dict[str, Any]]:
@@ -55,7 +55,7 @@ def bench_query(sizes: list[int], rng: np.random.Generator) -> list[dict[str, An
         work = 8 * HOUR_SECONDS * size / 2
         bank = _filled_bank(size, rng)
         steady = [Backlog.steady_state()] * size
-        factors = rng.uniform(0.9, 1.4, (size, 3))
+        factors = np.sort(rng.uniform(0.9, 1.4, (size, len(SERVED_LEVELS))), axis=1)
         ours, cpu, result = _wall_and_cpu(15, _calibrated, bank, hosts, work, steady, factors)
         base, _ = _timed(1 if size > 256 else 3, baseline_predict, hosts, work)
         rows.append({"hosts": size, "seconds": ours, "cpu_seconds": cpu,

@@ -23,8 +23,8 @@ from scipy import stats
 
 from scheduler import Host, predict
 from scheduler.backlog import Backlog
+from scheduler.calibrated import SERVED_LEVELS
 from scheduler.calibrated_selection import SelectionCalibration
-from scheduler.conformal import LEVELS
 from scheduler.hosts import HostArrays
 from scheduler.model import DEFAULT_DIST, conditional_moments
 from scheduler.partitioning import _partition
@@ -115,12 +115,13 @@ CALIBRATION_LENGTHS = (900.0, 3600.0, 4 * 3600.0, 8 * 3600.0)
 
 
 def lab_calibration(hosts: list[Host], rng: np.random.Generator) -> SelectionCalibration:
-    """Factors as calibrators leave them: log-normal around 1 (sd 0.3), non-decreasing in the
-    level, per host and task length."""
+    """Factors as a manager's calibrators leave them, at the levels it serves: log-normal
+    around 1 (sd 0.3), non-decreasing in the level, per host and task length."""
     return SelectionCalibration(CALIBRATION_LENGTHS, {
         host.name: np.maximum.accumulate(
-            np.exp(rng.normal(0.0, 0.3, (len(CALIBRATION_LENGTHS), len(LEVELS)))), axis=1)
-        for host in hosts})
+            np.exp(rng.normal(0.0, 0.3, (len(CALIBRATION_LENGTHS), len(SERVED_LEVELS)))),
+            axis=1)
+        for host in hosts}, SERVED_LEVELS)
 
 
 def bench_selection(sizes: list[int], rng: np.random.Generator) -> list[dict[str, Any]]:

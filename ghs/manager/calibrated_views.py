@@ -10,11 +10,12 @@ from typing import Any
 
 import numpy as np
 
-from ghs.manager.shadow_laws import LEVELS
+from ghs.manager.shadow_laws import LAW_LEVELS, LEVELS
 from ghs.manager.shadow_start import starts_of
 from scheduler import Host
 from scheduler.backlog import Backlog
 from scheduler.calibrated_selection import length_factors, length_weights
+from scheduler.conformal import level_name
 
 
 class CalibratedViews:
@@ -25,6 +26,7 @@ class CalibratedViews:
     bank: Any
     weights: Any
     calibrators: dict[str, list[Any]]
+    tails: dict[str, list[Any]]
     lengths: np.ndarray
     lock: Any
 
@@ -88,17 +90,20 @@ class CalibratedViews:
 
     def factors(self, tracks: Sequence[Any], dedicated_seconds: Sequence[float],
                 mode: str = "carried") -> tuple[np.ndarray, list[dict[str, Any]]]:
-        """(hosts, levels) quantile factors from the ``mode`` view's calibrators, each host's
-        interpolated at its dedicated time between the two task lengths around it
+        """(hosts, LAW_LEVELS) quantile factors from the ``mode`` view's calibrators (the
+        host's own levels, then the far tail pooled over hosts), each host's interpolated at
+        its dedicated time between the two task lengths around it
         (:func:`scheduler.calibrated_selection.length_factors`), and what was applied
         (JSON: the nearer length's calibrator, and both lengths with their weights)."""
-        kept = self.calibrators[mode]
+        kept, tails = self.calibrators[mode], self.tails[mode]
         rows = [track.row for track in tracks]
-        table = np.stack([calibrator.factors(rows) for calibrator in kept], axis=1)
+        table = np.stack([np.concatenate([calibrator.factors(rows), np.broadcast_to(
+            tail.factors([0]), (len(rows), 1))], axis=1)
+            for calibrator, tail in zip(kept, tails)], axis=1)
         dedicated = np.asarray(dedicated_seconds, dtype=float)
         out = length_factors(table, self.lengths, dedicated)
         lower, upper, weight = length_weights(self.lengths, dedicated)
-        described = []
+        described, names = [], [level_name(level) for level in LAW_LEVELS]
         for k, track in enumerate(tracks):
             ends = [(int(lower[k]), 1.0 - float(weight[k])), (int(upper[k]), float(weight[k]))]
             j = ends[1][0] if weight[k] > 0.5 else ends[0][0]
@@ -106,22 +111,28 @@ class CalibratedViews:
             ends = [end for end in ends if end[1] > 0] if lower[k] != upper[k] else ends[:1]
             calibrator = kept[j]
             coverage = calibrator.coverage([track.row])[0]
+            tail = tails[j]
             described.append({
                 "view": mode, "length_seconds": float(self.lengths[j]),
-                "factors": dict(zip(LEVELS, map(float, out[k]))),
+                "levels": list(LAW_LEVELS),
+                "factors": dict(zip(names, map(float, out[k]))),
                 "between": [{"length_seconds": float(self.lengths[i]), "weight": w,
-                             "factors": dict(zip(LEVELS, map(float, table[k, i])))}
+                             "factors": dict(zip(names, map(float, table[k, i])))}
                             for i, w in ends],
                 "scored_launches": int(calibrator.scored[track.row, 0]),
-                "coverage": {level: None if math.isnan(c) else float(c)
-                             for level, c in zip(LEVELS, coverage)}})
+                "coverage": {level: _number(c) for level, c in zip(LEVELS, coverage)},
+                "pooled_tail": {"level": float(tail.levels[0]),
+                                "scored_launches": int(tail.scored[0, 0]),
+                                "coverage": _number(tail.coverage([0])[0, 0])}})
         return out, described
 
 
-def _forecaster(found: Any, row: int) -> dict[str, Any]:
-    def number(x: Any) -> float | None:
-        value = float(x)
-        return value if math.isfinite(value) else None
+def _number(x: Any) -> float | None:
+    """A JSON number, None where not finite."""
+    value = float(x)
+    return value if math.isfinite(value) else None
 
-    return {"forecaster": found.forecaster[row], "value": number(found.value[row]),
-            "recent_error": number(found.recent_error[row])}
+
+def _forecaster(found: Any, row: int) -> dict[str, Any]:
+    return {"forecaster": found.forecaster[row], "value": _number(found.value[row]),
+            "recent_error": _number(found.recent_error[row])}

@@ -12,9 +12,11 @@ Per host the manager keeps, incrementally:
 - their outcomes, read off the capacity series (:mod:`ghs.manager.realised`) once it covers
   them: each feeds the host's start battery (:class:`scheduler.backlog_weight.BacklogWeights`:
   how much of the modelled backlog to believe) and the adaptive conformal calibrator of its
-  length (:class:`scheduler.Calibrator`, pooled prior), and is kept in the ``shadow_launches``
-  table, which ``ghs backtest --manager`` reads. A miss is recorded as soon as the series shows
-  the task running past its reported p95, before it finishes.
+  length (:class:`scheduler.Calibrator`, pooled prior) and that length's far-tail correction
+  shared by all hosts (:func:`scheduler.conformal.pooled_calibrator`), and is kept in the
+  ``shadow_launches`` table, which ``ghs backtest --manager`` reads. A miss is recorded as
+  soon as the series shows the task running past its reported p95 (or the far tail's
+  quantile), before it finishes.
 
 The work is done when a host's records arrive or a query names it, a few predictions per host
 and hour; a query never replays history.
@@ -47,6 +49,8 @@ from ghs.manager.shadow_start import ShadowInputs, host_at, starts_of
 from scheduler import Calibrator, ForecastBank, Host
 from scheduler.backlog import Backlog
 from scheduler.backlog_weight import BacklogWeights, WeightSettings
+from scheduler.calibrated import SERVED_LEVELS
+from scheduler.conformal import pooled_calibrator
 from scheduler.host_moments import prime_host_moments
 from scheduler.prediction import predict_hosts
 
@@ -74,6 +78,9 @@ class _Shadow:
     candidates: np.ndarray | None
     view: str = "carried"
     decided: bool = False
+    # the pooled far-tail quantile (seconds) and whether its outcome was recorded
+    tail: float = math.inf
+    tail_decided: bool = False
 
 
 @dataclass
@@ -126,6 +133,10 @@ class Calibration(CalibratedViews, ShadowOutcomes):
         # each way of starting a host is scored and calibrated on its own
         self.views = VIEWS + (("record",) if start_by_record else ())
         self.calibrators = {view: [Calibrator(0) for _ in self.lengths] for view in self.views}
+        # each view's and length's far-tail correction, one for all hosts (SERVED_LEVELS[-1])
+        self.tails = {view: [pooled_calibrator(SERVED_LEVELS[-1]) for _ in self.lengths]
+                      for view in self.views}
+        self.levels = SERVED_LEVELS
         self.tracks: dict[str, _Track] = {}
         # each host's newest record (epoch seconds) as a query's catch-up check last saw it
         self.latest_seen: dict[str, float | None] = {}
@@ -347,19 +358,21 @@ class Calibration(CalibratedViews, ShadowOutcomes):
             candidates = self._candidate_means(track, plan.day, plan.backlog, at, plan.works,
                                                means[0])
         rows = [("paper", plan.paper_means, plan.paper_quantiles)]
+        own = len(LEVELS)
         for v, view in enumerate(self.views):
             reported_all = []
+            tails = [float(tail.factors([0])[0, 0]) for tail in self.tails[view]]
             for j, length in enumerate(self.lengths):
-                reported, pooled = self.calibrators[view][j].adjust_and_pool(track.row,
-                                                                             model_q[v, j])
+                reported, pooled = self.calibrators[view][j].adjust_and_pool(
+                    track.row, model_q[v, j, :own])
                 # served never before the dedicated time (the calibrated law's floor);
                 # the calibrator learns from its own quantiles (scheduler.calibrated)
                 reported_all.append(np.maximum(reported, float(length)))
                 track.pending.append(_Shadow(at, j, float(length), reported, pooled,
                                              None if candidates is None else candidates[j],
-                                             view))
+                                             view, tail=float(model_q[v, j, own]) * tails[j]))
             rows += [(LEDGER_NAMES[view][0], means[v], np.array(reported_all)),
-                     (LEDGER_NAMES[view][1], means[v], model_q[v])]
+                     (LEDGER_NAMES[view][1], means[v], model_q[v, :, :own])]
         if busy:  # the ledger keeps what a query is served (ghs.manager.envelope)
             rows[1] = (rows[1][0], rows[1][1], envelope_of(rows[1][2], rows[3][2]))
         for name, mean, q in rows:

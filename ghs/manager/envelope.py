@@ -23,6 +23,7 @@ from ghs.placement import scaled
 from scheduler import Host
 from scheduler.backlog import Backlog
 from scheduler.calibrated import host_quantiles, reported_quantiles
+from scheduler.conformal import level_name
 from scheduler.prediction import predict_hosts
 
 
@@ -32,8 +33,9 @@ def running_jobs(backlog: Backlog | None) -> bool:
 
 
 def envelope_of(own: np.ndarray, held: np.ndarray) -> np.ndarray:
-    """Served quantiles (rows, levels p50/p90/p95, seconds): ``own`` with its p90 and p95
-    raised to ``held``'s where higher (the median stays its own)."""
+    """Served quantiles (rows, levels p50/p90/p95 and any above, seconds): ``own`` with
+    every level above the median raised to ``held``'s where higher (the median stays its
+    own)."""
     out = np.array(own, dtype=float, copy=True)
     out[..., 1:] = np.maximum(out[..., 1:], np.asarray(held, dtype=float)[..., 1:])
     return out
@@ -63,14 +65,15 @@ def held_envelope(calibration: Any, tracks: Sequence[Any], chosen: Sequence[Host
     held = predict_hosts(copies_of(held_hosts), shares, dist, backlog=held_starts)
     held_factors, held_described = calibration.factors(
         [tracks[c] for c in picked], list(held.dedicated_seconds), "state")
-    held_reported = reported_quantiles(host_quantiles(held), held_factors,
+    levels = calibration.levels
+    held_reported = reported_quantiles(host_quantiles(held, levels), held_factors,
                                        held.dedicated_seconds)
-    own_model = host_quantiles(prediction)[rows]
+    own_model = host_quantiles(prediction, levels)[rows]
     own_reported = reported_quantiles(own_model, factors[rows],
                                       np.asarray(prediction.dedicated_seconds)[rows])
     out = factors.copy()
     out[rows] = envelope_of(own_reported, held_reported) / own_model
     for k, detail, reported in zip(rows, held_described, held_reported):
         applied[k] = {"held_backlog_view": detail,
-                      "held_quantiles": dict(zip(("p50", "p90", "p95"), map(float, reported)))}
+                      "held_quantiles": dict(zip(map(level_name, levels), map(float, reported)))}
     return out, applied

@@ -155,7 +155,7 @@ class QueryService:
             factors, envelopes = held_envelope(self.calibration, tracks, chosen, starts_in, at,
                                                duration, prediction, kept, factors,
                                                self.settings.distribution, scales)
-        calibrated = calibrated_prediction(prediction, factors)
+        calibrated = calibrated_prediction(prediction, factors, self.calibration.levels)
         for i, (k, detail, envelope) in enumerate(zip(kept, applied, envelopes)):
             described[k]["calibration"] = detail if envelope is None else {
                 **detail, "envelope": envelope,
@@ -180,7 +180,8 @@ class QueryService:
         lengths = [float(length) for length in self.calibration.lengths]
         table = np.stack([self.calibration.factors(tracks, [length] * len(hosts), mode)[0]
                           for length in lengths], axis=1)
-        return SelectionCalibration(tuple(lengths), dict(zip((h.name for h in hosts), table)))
+        return SelectionCalibration(tuple(lengths), dict(zip((h.name for h in hosts), table)),
+                                    self.calibration.levels)
 
     def backlogs(self, hosts: Sequence[Host]) -> tuple[list[Backlog] | None,
                                                       dict[str, dict[str, Any]]]:
@@ -379,4 +380,5 @@ def _with_views(rows: list[dict[str, Any]], views: Sequence[dict[str, Any]]
         calibration = view.get("calibration")
         if calibration is not None:
             row["calibration_factors"] = list(calibration["factors"].values())
+            row["calibration_levels"] = list(calibration["levels"])
     return rows

@@ -16,11 +16,13 @@ import numpy as np
 
 from scheduler import Host
 from scheduler.backlog import Backlog
-from scheduler.calibrated import grouped_host_quantiles, joint_host_quantiles
+from scheduler.calibrated import SERVED_LEVELS, grouped_host_quantiles, joint_host_quantiles
 from scheduler.prediction import Prediction, predict_hosts
 
 DIST = "lognormal"
 LEVELS = ("p50", "p90", "p95")
+# the views' laws are read at the served levels (the calibrators' and the pooled tail's)
+LAW_LEVELS = SERVED_LEVELS
 
 
 @dataclass(frozen=True, eq=False)
@@ -55,13 +57,13 @@ class HostLaws:
         return cls(tuple(groups), tuple(predictions))
 
     def means_and_quantiles(self) -> tuple[np.ndarray, np.ndarray]:
-        """(tasks,) means and (tasks, levels) quantiles, seconds."""
+        """(tasks,) means and (tasks, LAW_LEVELS) quantiles, seconds."""
         size = sum(rows.size for rows in self.groups)
         means = np.empty(size)
-        quantiles = np.empty((size, len(LEVELS)))
+        quantiles = np.empty((size, len(LAW_LEVELS)))
         for rows, prediction, q in zip(self.groups, self.predictions,
                                        self._quantiles or joint_host_quantiles(
-                                           self.predictions)):
+                                           self.predictions, LAW_LEVELS)):
             means[rows], quantiles[rows] = prediction.host_moments()[0], q
         return means, quantiles
 
@@ -72,10 +74,10 @@ def prime_quantiles(plans: Sequence[LaunchPlan]) -> None:
     :meth:`HostLaws.means_and_quantiles` and :attr:`LaunchPlan.paper_quantiles` to return.
     The laws' host moments should be primed."""
     found = grouped_host_quantiles([plan.laws.predictions for plan in plans]
-                                   + [[plan.paper] for plan in plans])
+                                   + [[plan.paper] for plan in plans], LAW_LEVELS)
     for plan, laws, paper in zip(plans, found, found[len(plans):]):
         plan.laws._quantiles[:] = laws
-        plan._paper_quantiles[:] = paper
+        plan._paper_quantiles[:] = [paper[0][:, :len(LEVELS)]]
 
 
 @dataclass(frozen=True, eq=False)

@@ -1,6 +1,7 @@
 """The outcome side of :class:`ghs.manager.calibration.Calibration`: pending shadow launches
-scored once the capacity series shows how long they took (or that they overran their p95),
-and completion reports of served predictions absorbed, each moving its host's calibrators."""
+scored once the capacity series shows how long they took (or that they overran their p95, or
+the pooled far tail's quantile), and completion reports of served predictions absorbed, each
+moving its host's calibrators."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ class ShadowOutcomes:
 
     views: tuple[str, ...]
     calibrators: dict[str, list[Any]]
+    tails: dict[str, list[Any]]
     weights: Any
     shadow_ledger: Any
     tracks: dict[str, Any]
@@ -36,6 +38,8 @@ class ShadowOutcomes:
         # (view, length) -> the misses and the pool's, in launch order: each calibrator
         # moved once for all of them (Calibrator.record_each, the same state as one by one)
         scores: dict[tuple[str, int], tuple[list[Any], list[Any]]] = {}
+        # (view, length) -> the pooled far tail's misses, in launch order
+        tails: dict[tuple[str, int], list[bool]] = {}
         for shadow in track.pending:
             if shadow.launch >= now:
                 still.append(shadow)
@@ -46,23 +50,35 @@ class ShadowOutcomes:
                     misses, pool = scores.setdefault((shadow.view, shadow.length), ([], []))
                     misses.append(realised > shadow.reported)
                     pool.append(realised > shadow.pooled)
+                if not shadow.tail_decided:
+                    tails.setdefault((shadow.view, shadow.length), []).append(
+                        realised > shadow.tail)
                 if shadow.candidates is not None:
                     self.weights.record([track.row], [realised], shadow.candidates[None])
                 if shadow.view == first_view:  # one outcome per launch and length
                     self.shadow_ledger.outcome(realised, host_id, shadow.launch, shadow.dedicated)
-            elif not shadow.decided and shadow.launch + shadow.reported[-1] <= now and \
+                continue
+            # a miss known before the task ends: of every level once it has run past its
+            # reported p95, of the far tail once past that
+            newly = False
+            if not shadow.decided and shadow.launch + shadow.reported[-1] <= now and \
                     outcomes.overran(shadow.launch, shadow.dedicated,
                                      float(shadow.reported[-1])):
-                # a miss of every level, known before the task ends
                 misses, pool = scores.setdefault((shadow.view, shadow.length), ([], []))
                 misses.append(np.ones(shadow.reported.shape, bool))
                 pool.append(shadow.pooled > 0)
-                shadow.decided = True
-                still.append(shadow)
-            elif covered < shadow.launch + 30 * 86400.0:
+                shadow.decided = newly = True
+            if not shadow.tail_decided and shadow.launch + shadow.tail <= now \
+                    and outcomes.overran(shadow.launch, shadow.dedicated, shadow.tail):
+                tails.setdefault((shadow.view, shadow.length), []).append(True)
+                shadow.tail_decided = newly = True
+            if newly or covered < shadow.launch + 30 * 86400.0:
                 still.append(shadow)
         for (view, length), (misses, pool) in scores.items():
             self.calibrators[view][length].record_each([track.row] * len(misses), misses, pool)
+        for (view, length), missed in tails.items():
+            missed_rows = np.array(missed)[:, None]
+            self.tails[view][length].record_each([0] * len(missed), missed_rows, missed_rows)
         track.pending = still
         waiting = track.unknown_until
         if len(waiting) > len(still):

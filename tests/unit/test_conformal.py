@@ -10,6 +10,8 @@ from scheduler.conformal import (
     ConformalSettings,
     interval_summary,
     level_map,
+    level_name,
+    pooled_calibrator,
 )
 from scheduler.errors import InvalidArgumentError
 
@@ -246,3 +248,33 @@ def test_record_each_checks_its_outcomes():
         calibrator.record_each([0, 1], np.ones((3, 3), bool), np.ones((3, 3), bool))
     with pytest.raises(InvalidArgumentError):
         calibrator.record_each([2], np.ones((1, 3), bool), np.ones((1, 3), bool))
+
+
+def test_a_pooled_far_tail_is_met_over_every_hosts_launches():
+    """One correction at 0.996 for 40 hosts whose models err each its own way (a bias and a
+    spread per host): over all their launches the misses come to 1 - 0.996, where a
+    correction per host, with some 300 launches each, cannot learn a 1-in-250 level."""
+    rng = np.random.default_rng(7)
+    hosts, rounds = 40, 300
+    bias, spread = rng.normal(0.2, 0.3, hosts), rng.uniform(0.2, 0.6, hosts)
+    pooled = pooled_calibrator()
+    own = Calibrator(hosts, ConformalSettings(levels=(0.996,), prior_launches=0.0))
+    z = stats.norm.ppf(0.996)
+    pooled_missed = own_missed = 0
+    for _ in range(rounds):
+        for h in rng.permutation(hosts):
+            median = rng.uniform(600.0, 6000.0)
+            model = np.array([[median * np.exp(0.2 * z)]])
+            realised = median * np.exp(bias[h] + spread[h] * rng.standard_normal())
+            pooled_missed += bool(pooled.update([0], realised, model)[0, 0])
+            own_missed += bool(own.update([h], realised, model)[0, 0])
+    launches = hosts * rounds
+    assert pooled.levels.tolist() == [0.996] and pooled.scored[0, 0] == launches
+    # the adaptive rule's bound: (range of theta + step) / (step x launches)
+    assert abs(pooled_missed / launches - 0.004) < 0.002
+    assert own_missed / launches > 3 * 0.004
+
+
+def test_levels_are_named_as_served():
+    assert [level_name(level) for level in (0.5, 0.9, 0.95, 0.99, 0.996)] == [
+        "p50", "p90", "p95", "p99", "p99.6"]

@@ -12,7 +12,7 @@ from ghs.manager.shadow_start import ShadowInputs, host_at
 from ghs.manager.simulated_feed import ZERO_EPOCH_SECONDS
 from scheduler import Host, predict
 from scheduler.backlog import Backlog
-from scheduler.calibrated import host_quantiles
+from scheduler.calibrated import SERVED_LEVELS, host_quantiles
 
 
 def test_running_jobs_are_what_a_fresh_snapshot_holds():
@@ -29,7 +29,7 @@ def test_a_busy_host_gets_the_envelope_and_an_idle_one_its_own_factors(fed):  # 
     at = np.array([ZERO_EPOCH_SECONDS + 2 * 86400.0])
     work = 3600.0
     own = predict([day], work)  # the carried view: idle start under the measured load
-    factors = np.array([[1.0, 1.1, 1.2]])
+    factors = np.array([[1.0, 1.1, 1.2, 1.3]])
     busy = Backlog.exact([1800.0])
     out, applied = held_envelope(calibrated, [track], [day], [busy], at, own.mean, own, [0],
                                  factors, "lognormal")
@@ -39,15 +39,17 @@ def test_a_busy_host_gets_the_envelope_and_an_idle_one_its_own_factors(fed):  # 
                                                        "state")
     held = predict(held_hosts, work, backlog=held_starts)
     held_factors, _ = calibrated.factors([track], list(held.dedicated_seconds), "state")
-    held_reported = np.maximum.accumulate(host_quantiles(held) * held_factors, axis=1)
-    own_reported = host_quantiles(own) * factors
+    held_reported = np.maximum.accumulate(host_quantiles(held, SERVED_LEVELS) * held_factors,
+                                          axis=1)
+    own_reported = host_quantiles(own, SERVED_LEVELS) * factors
     expected = np.concatenate([own_reported[:, :1], np.maximum(own_reported[:, 1:],
                                                                held_reported[:, 1:])], axis=1)
-    assert out * host_quantiles(own) == pytest.approx(expected, rel=1e-9)
+    assert out * host_quantiles(own, SERVED_LEVELS) == pytest.approx(expected, rel=1e-9)
     # a job of 30 min still to run pushes the upper quantiles past the idle start's; the
     # median stays the carried view's
     assert (out[:, 1:] > factors[:, 1:]).all() and out[0, 0] == factors[0, 0]
     assert applied[0]["held_quantiles"]["p90"] == pytest.approx(held_reported[0, 1])
+    assert applied[0]["held_quantiles"]["p99.6"] == pytest.approx(held_reported[0, 3])
     idle_out, idle_applied = held_envelope(calibrated, [track], [day], [Backlog.idle()], at,
                                            own.mean, own, [0], factors, "lognormal")
     assert idle_out is factors and idle_applied == [None]

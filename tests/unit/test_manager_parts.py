@@ -141,7 +141,8 @@ def test_client_rebuilds_the_same_prediction_and_plan(running_manager):
         assert {row["backlog"]["source"] for row in body["hosts"]} == {"steady-state"}
         assert all(row["predictor_view"]["start"] == {"start": "state"}
                    for row in body["host_parameters"])
-        assert all(row["calibration_factors"] == [1.0, 1.0, 1.0]
+        assert all(row["calibration_factors"] == [1.0, 1.0, 1.0, 1.0]
+                   and row["calibration_levels"] == [0.5, 0.9, 0.95, 0.996]
                    for row in body["host_parameters"])
         local = predict(hosts, 8 * HOUR, backlog=[Backlog.steady_state() for _ in hosts])
         assert body["model"]["mean"] == pytest.approx(local.mean, rel=1e-12)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from test_calibrated_fast_paths import _log_route_host_cdf
 
-from ghs.manager.shadow_laws import HostLaws, copies_of
+from ghs.manager.shadow_laws import LAW_LEVELS, HostLaws, copies_of
 from scheduler import Host
 from scheduler.backlog import Backlog
 from scheduler.calibrated import host_quantiles, joint_host_quantiles
@@ -74,7 +74,7 @@ def test_idle_starts_predicted_apart_give_one_predictions_figures(backlog):
     assert one.backlog_law == ("moment-fit" if backlog == "many" else "mixture")
     # the same integrals, batched otherwise (a matrix product's rounding may differ)
     assert means == pytest.approx(one.host_moments()[0], rel=1e-13)
-    assert quantiles == pytest.approx(host_quantiles(one), rel=1e-13)
+    assert quantiles == pytest.approx(host_quantiles(one, LAW_LEVELS), rel=1e-13)
 
 
 def test_joint_host_quantiles_are_one_predictions():
