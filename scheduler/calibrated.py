@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from scheduler.conformal import LEVELS, TAIL_LEVEL, level_name
+from scheduler.conformal import LEVELS, TAIL_LEVELS, level_name
 from scheduler.errors import InvalidArgumentError
 from scheduler.host_cdf import hosts_cdf, many_hosts_cdf
 from scheduler.model import with_vanishing_interruption
@@ -25,8 +25,8 @@ from scheduler.prediction import Prediction
 GRID_POINTS = 256
 REPORTED = {"p50": 0.5, "p90": 0.9, "p95": 0.95, "p99": 0.99}
 # the levels a manager serves each host's law calibrated at: its own record's three and the
-# far tail pooled over hosts (scheduler.conformal.TAIL_LEVEL)
-SERVED_LEVELS = (*LEVELS, TAIL_LEVEL)
+# far tail's pooled over hosts (scheduler.conformal.TAIL_LEVELS)
+SERVED_LEVELS = (*LEVELS, *TAIL_LEVELS)
 
 
 @dataclass(frozen=True, eq=False)

@@ -33,7 +33,7 @@ per-host laws are not recombined). Beside it, ``calibrated-hosts`` (``RECOMBINED
 manager serves for a split: every hour each station also makes a single-host shadow launch at
 each of a manager's task lengths (``ghs.manager.calibration.LENGTHS_SECONDS``, or
 ``calibration_lengths_seconds``) in the state view, which teaches that station's own
-calibrator and the far-tail correction pooled over the stations
+calibrator and the far-tail corrections pooled over the stations
 (:func:`scheduler.conformal.pooled_calibrator`); a split is served each station's factors at
 its share's dedicated time,
 interpolated between those lengths, applied to its law and recombined

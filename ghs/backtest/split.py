@@ -21,9 +21,10 @@ from scheduler import predict
 from scheduler.backlog import Backlog
 from scheduler.calibrated import SERVED_LEVELS, calibrated_prediction, host_quantiles
 from scheduler.calibrated_selection import length_factors
+from scheduler.conformal import TAIL_LEVELS
 from scheduler.trace_simulation import simulate_trace_many
 
-# the far-tail correction pooled over the stations, beside each station's own (RECOMBINED)
+# the far-tail corrections pooled over the stations, beside each station's own (RECOMBINED)
 RECOMBINED_TAIL = f"{RECOMBINED}-tail"
 
 
@@ -106,7 +107,7 @@ class SplitLaunches:
                 q = np.array([p.quantiles[level] for level in LEVELS])
                 self._calibrate(RECOMBINED, k, length, at, seconds, q, length)
                 self._calibrate(RECOMBINED_TAIL, 0, length, at, seconds,
-                                host_quantiles(p, SERVED_LEVELS[-1:])[0], length)
+                                host_quantiles(p, TAIL_LEVELS)[0], length)
 
     def _recombined(self, prediction: Any) -> np.ndarray:
         """The split's quantiles as a manager serves them: each station's factors (its own
@@ -118,7 +119,7 @@ class SplitLaunches:
         table = np.stack([np.concatenate([
             self.calibrators[RECOMBINED, float(length)].factors(rows),
             np.broadcast_to(self.calibrators[RECOMBINED_TAIL, float(length)].factors([0]),
-                            (len(rows), 1))], axis=1)
+                            (len(rows), len(TAIL_LEVELS)))], axis=1)
             for length in self.host_lengths], axis=1)
         factors = length_factors(table, self.host_lengths, prediction.dedicated_seconds)
         served = calibrated_prediction(prediction, factors, SERVED_LEVELS)

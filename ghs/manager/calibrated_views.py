@@ -98,7 +98,7 @@ class CalibratedViews:
         kept, tails = self.calibrators[mode], self.tails[mode]
         rows = [track.row for track in tracks]
         table = np.stack([np.concatenate([calibrator.factors(rows), np.broadcast_to(
-            tail.factors([0]), (len(rows), 1))], axis=1)
+            tail.factors([0]), (len(rows), tail.levels.size))], axis=1)
             for calibrator, tail in zip(kept, tails)], axis=1)
         dedicated = np.asarray(dedicated_seconds, dtype=float)
         out = length_factors(table, self.lengths, dedicated)
@@ -121,9 +121,10 @@ class CalibratedViews:
                             for i, w in ends],
                 "scored_launches": int(calibrator.scored[track.row, 0]),
                 "coverage": {level: _number(c) for level, c in zip(LEVELS, coverage)},
-                "pooled_tail": {"level": float(tail.levels[0]),
-                                "scored_launches": int(tail.scored[0, 0]),
-                                "coverage": _number(tail.coverage([0])[0, 0])}})
+                "pooled_tail": {level_name(level): {"scored_launches": int(n),
+                                                    "coverage": _number(c)}
+                                for level, n, c in zip(tail.levels, tail.scored[0],
+                                                       tail.coverage([0])[0])}})
         return out, described
 
 

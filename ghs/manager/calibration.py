@@ -12,11 +12,11 @@ Per host the manager keeps, incrementally:
 - their outcomes, read off the capacity series (:mod:`ghs.manager.realised`) once it covers
   them: each feeds the host's start battery (:class:`scheduler.backlog_weight.BacklogWeights`:
   how much of the modelled backlog to believe) and the adaptive conformal calibrator of its
-  length (:class:`scheduler.Calibrator`, pooled prior) and that length's far-tail correction
+  length (:class:`scheduler.Calibrator`, pooled prior) and that length's far-tail corrections
   shared by all hosts (:func:`scheduler.conformal.pooled_calibrator`), and is kept in the
   ``shadow_launches`` table, which ``ghs backtest --manager`` reads. A miss is recorded as
-  soon as the series shows the task running past its reported p95 (or the far tail's
-  quantile), before it finishes.
+  soon as the series shows the task running past its reported p95 (or one of the far tail's
+  quantiles), before it finishes.
 
 The work is done when a host's records arrive or a query names it, a few predictions per host
 and hour; a query never replays history.
@@ -50,7 +50,7 @@ from scheduler import Calibrator, ForecastBank, Host
 from scheduler.backlog import Backlog
 from scheduler.backlog_weight import BacklogWeights, WeightSettings
 from scheduler.calibrated import SERVED_LEVELS
-from scheduler.conformal import pooled_calibrator
+from scheduler.conformal import TAIL_LEVELS, pooled_calibrator
 from scheduler.host_moments import prime_host_moments
 from scheduler.prediction import predict_hosts
 
@@ -78,9 +78,10 @@ class _Shadow:
     candidates: np.ndarray | None
     view: str = "carried"
     decided: bool = False
-    # the pooled far-tail quantile (seconds) and whether its outcome was recorded
-    tail: float = math.inf
-    tail_decided: bool = False
+    # the pooled far tail's quantiles (seconds) and which of their outcomes were recorded
+    tail: np.ndarray = field(default_factory=lambda: np.full(len(TAIL_LEVELS), np.inf))
+    tail_decided: np.ndarray = field(
+        default_factory=lambda: np.zeros(len(TAIL_LEVELS), bool))
 
 
 @dataclass
@@ -133,8 +134,8 @@ class Calibration(CalibratedViews, ShadowOutcomes):
         # each way of starting a host is scored and calibrated on its own
         self.views = VIEWS + (("record",) if start_by_record else ())
         self.calibrators = {view: [Calibrator(0) for _ in self.lengths] for view in self.views}
-        # each view's and length's far-tail correction, one for all hosts (SERVED_LEVELS[-1])
-        self.tails = {view: [pooled_calibrator(SERVED_LEVELS[-1]) for _ in self.lengths]
+        # each view's and length's far-tail corrections, one for all hosts
+        self.tails = {view: [pooled_calibrator(TAIL_LEVELS) for _ in self.lengths]
                       for view in self.views}
         self.levels = SERVED_LEVELS
         self.tracks: dict[str, _Track] = {}
@@ -361,7 +362,7 @@ class Calibration(CalibratedViews, ShadowOutcomes):
         own = len(LEVELS)
         for v, view in enumerate(self.views):
             reported_all = []
-            tails = [float(tail.factors([0])[0, 0]) for tail in self.tails[view]]
+            tails = [tail.factors([0])[0] for tail in self.tails[view]]
             for j, length in enumerate(self.lengths):
                 reported, pooled = self.calibrators[view][j].adjust_and_pool(
                     track.row, model_q[v, j, :own])
@@ -370,7 +371,8 @@ class Calibration(CalibratedViews, ShadowOutcomes):
                 reported_all.append(np.maximum(reported, float(length)))
                 track.pending.append(_Shadow(at, j, float(length), reported, pooled,
                                              None if candidates is None else candidates[j],
-                                             view, tail=float(model_q[v, j, own]) * tails[j]))
+                                             view, tail=np.maximum.accumulate(
+                                                 model_q[v, j, own:] * tails[j])))
             rows += [(LEDGER_NAMES[view][0], means[v], np.array(reported_all)),
                      (LEDGER_NAMES[view][1], means[v], model_q[v, :, :own])]
         if busy:  # the ledger keeps what a query is served (ghs.manager.envelope)

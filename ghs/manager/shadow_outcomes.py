@@ -1,7 +1,7 @@
 """The outcome side of :class:`ghs.manager.calibration.Calibration`: pending shadow launches
 scored once the capacity series shows how long they took (or that they overran their p95, or
-the pooled far tail's quantile), and completion reports of served predictions absorbed, each
-moving its host's calibrators."""
+one of the pooled far tail's quantiles), and completion reports of served predictions
+absorbed, each moving its host's calibrators."""
 
 from __future__ import annotations
 
@@ -38,8 +38,8 @@ class ShadowOutcomes:
         # (view, length) -> the misses and the pool's, in launch order: each calibrator
         # moved once for all of them (Calibrator.record_each, the same state as one by one)
         scores: dict[tuple[str, int], tuple[list[Any], list[Any]]] = {}
-        # (view, length) -> the pooled far tail's misses, in launch order
-        tails: dict[tuple[str, int], list[bool]] = {}
+        # (view, length) -> the pooled far tail's misses and which of them are known
+        tails: dict[tuple[str, int], tuple[list[Any], list[Any]]] = {}
         for shadow in track.pending:
             if shadow.launch >= now:
                 still.append(shadow)
@@ -50,9 +50,10 @@ class ShadowOutcomes:
                     misses, pool = scores.setdefault((shadow.view, shadow.length), ([], []))
                     misses.append(realised > shadow.reported)
                     pool.append(realised > shadow.pooled)
-                if not shadow.tail_decided:
-                    tails.setdefault((shadow.view, shadow.length), []).append(
-                        realised > shadow.tail)
+                if not shadow.tail_decided.all():
+                    missed, known_now = tails.setdefault((shadow.view, shadow.length), ([], []))
+                    missed.append(realised > shadow.tail)
+                    known_now.append(~shadow.tail_decided)
                 if shadow.candidates is not None:
                     self.weights.record([track.row], [realised], shadow.candidates[None])
                 if shadow.view == first_view:  # one outcome per launch and length
@@ -68,17 +69,25 @@ class ShadowOutcomes:
                 misses.append(np.ones(shadow.reported.shape, bool))
                 pool.append(shadow.pooled > 0)
                 shadow.decided = newly = True
-            if not shadow.tail_decided and shadow.launch + shadow.tail <= now \
-                    and outcomes.overran(shadow.launch, shadow.dedicated, shadow.tail):
-                tails.setdefault((shadow.view, shadow.length), []).append(True)
-                shadow.tail_decided = newly = True
+            passed = ~shadow.tail_decided & (shadow.launch + shadow.tail <= now)
+            if passed.any():
+                # the quantiles are non-decreasing: past one, past every one below it
+                for k in np.flatnonzero(passed)[::-1]:
+                    if outcomes.overran(shadow.launch, shadow.dedicated, float(shadow.tail[k])):
+                        passed[k + 1:] = False
+                        missed, known_now = tails.setdefault((shadow.view, shadow.length),
+                                                             ([], []))
+                        missed.append(np.ones(passed.shape, bool))
+                        known_now.append(passed)
+                        shadow.tail_decided = shadow.tail_decided | passed
+                        newly = True
+                        break
             if newly or covered < shadow.launch + 30 * 86400.0:
                 still.append(shadow)
         for (view, length), (misses, pool) in scores.items():
             self.calibrators[view][length].record_each([track.row] * len(misses), misses, pool)
-        for (view, length), missed in tails.items():
-            missed_rows = np.array(missed)[:, None]
-            self.tails[view][length].record_each([0] * len(missed), missed_rows, missed_rows)
+        for (view, length), (missed, known_now) in tails.items():
+            self.tails[view][length].record([0] * len(missed), missed, missed, known_now)
         track.pending = still
         waiting = track.unknown_until
         if len(waiting) > len(still):

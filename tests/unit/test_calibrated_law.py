@@ -152,24 +152,28 @@ def test_the_start_of_lowest_recent_error_is_chosen_per_host():
 
 
 def test_the_pooled_far_tail_moves_a_wide_split_and_not_a_hosts_own_levels():
-    """A fourth level, 0.996, where a split of 32 ends by its p90: its factor raises the
-    task's p90, and leaves one host's p50, p90 and p95 where its own levels put them."""
+    """Far-tail levels (0.996 where a split of 32 ends by its p90, 0.99 and 0.999 around
+    it): their factors raise the task's p90, and leave one host's p50, p90 and p95 where
+    its own levels put them."""
+    levels = (0.5, 0.9, 0.95, 0.99, 0.996, 0.999)
     own = np.array([1.0, 1.2, 1.3])
-    served = np.append(own, 1.6)
+    served = np.append(own, [1.5, 1.6, 1.7])
     one = predict(HOSTS[:1], 3600.0)
-    alone3, alone4 = calibrate(one, own[None]), calibrate(one, served[None], SERVED_LEVELS)
+    alone3, alone4 = calibrate(one, own[None]), calibrate(one, served[None], levels)
     for name in ("p50", "p90", "p95"):
         assert alone4.quantiles[name] == pytest.approx(alone3.quantiles[name], rel=2e-3)
-    model_tail = host_quantiles(one, SERVED_LEVELS[-1:])[0, 0]
-    assert alone4.host_quantiles[0, 3] == pytest.approx(
-        max(1.6 * model_tail, alone4.host_quantiles[0, 2]), rel=1e-3)
+    model_tail = host_quantiles(one, levels[3:])[0]
+    assert alone4.host_quantiles[0, 3:] == pytest.approx(np.maximum.accumulate(
+        np.maximum([1.5, 1.6, 1.7] * model_tail, alone4.host_quantiles[0, 2])), rel=1e-3)
     assert alone4.quantiles["p99"] > alone3.quantiles["p99"]
     wide = predict([Host(f"w{k}", lam=0.002, mu=0.01, sigma=150, rho=0.2) for k in range(32)],
                    32 * 3600.0)
     split3 = calibrate(wide, np.tile(own, (32, 1)))
-    split4 = calibrate(wide, np.tile(served, (32, 1)), SERVED_LEVELS)
+    split4 = calibrate(wide, np.tile(served, (32, 1)), levels)
     # every share by its p99.6: 0.996 ** 32 of the task
-    assert split4.cdf(split4.host_quantiles[0, 3]) == pytest.approx(0.996 ** 32, abs=5e-3)
+    assert split4.cdf(split4.host_quantiles[0, 4]) == pytest.approx(0.996 ** 32, abs=5e-3)
     assert split4.quantiles["p90"] > 1.05 * split3.quantiles["p90"]
-    body = calibrated_prediction(wide, np.tile(served, (32, 1)), SERVED_LEVELS).to_dict()
-    assert list(body["hosts"][0]["calibration_factors"]) == ["p50", "p90", "p95", "p99.6"]
+    body = calibrated_prediction(wide, np.tile(served, (32, 1)), levels).to_dict()
+    assert list(body["hosts"][0]["calibration_factors"]) == ["p50", "p90", "p95", "p99",
+                                                             "p99.6", "p99.9"]
+    assert SERVED_LEVELS == (0.5, 0.9, 0.95, 0.996)

@@ -257,7 +257,7 @@ def test_a_pooled_far_tail_is_met_over_every_hosts_launches():
     rng = np.random.default_rng(7)
     hosts, rounds = 40, 300
     bias, spread = rng.normal(0.2, 0.3, hosts), rng.uniform(0.2, 0.6, hosts)
-    pooled = pooled_calibrator()
+    pooled = pooled_calibrator((0.996,))
     own = Calibrator(hosts, ConformalSettings(levels=(0.996,), prior_launches=0.0))
     z = stats.norm.ppf(0.996)
     pooled_missed = own_missed = 0

@@ -97,7 +97,7 @@ def test_a_query_view_names_forecasters_start_and_calibration(fed):
     assert 0.0 < hosts[0].rho < 1.0
     factors, applied = calibration.factors([track], [3600.0])
     assert applied[0]["length_seconds"] == 3600.0 and applied[0]["scored_launches"] > 20
-    assert factors.shape == (1, 4) and (factors > 0).all()
+    assert factors.shape == (1, len(calibration.levels)) and (factors > 0).all()
     assert applied[0]["between"] == [{"length_seconds": 3600.0, "weight": 1.0,
                                       "factors": applied[0]["factors"]}]
     # between two calibrated lengths: each one's factors, weighted geometrically in log
@@ -124,40 +124,46 @@ def test_every_outcome_teaches_the_far_tail_pooled_over_hosts(fed):
             n = sum(1 for row in scored if row["length_seconds"] == length)
             tail = calibration.tails[view][j]
             # every finished launch, and those known to have overrun it before they ended
-            assert n <= tail.scored[0, 0] <= calibration.calibrators[view][j].scored[
-                track.row, 0] + 2
+            assert (n <= tail.scored[0]).all() and (tail.scored[0] <= calibration.calibrators[
+                view][j].scored[track.row, 0] + 2).all()
     factors, applied = calibration.factors([track], [3600.0], "state")
     tail = calibration.tails["state"][1]
-    assert factors[0, 3] == pytest.approx(np.exp(tail.theta[0, 0]))
+    assert calibration.levels == (0.5, 0.9, 0.95, *tail.levels)
+    assert factors[0, 3:] == pytest.approx(np.exp(tail.theta[0]))
     assert applied[0]["factors"]["p99.6"] == factors[0, 3]
-    assert applied[0]["pooled_tail"] == {
-        "level": 0.996, "scored_launches": int(tail.scored[0, 0]),
+    assert applied[0]["pooled_tail"]["p99.6"] == {
+        "scored_launches": int(tail.scored[0, 0]),
         "coverage": pytest.approx(tail.covered[0, 0] / tail.scored[0, 0])}
 
 
 def test_a_launch_past_the_far_tail_is_a_miss_before_it_ends():
     from ghs.manager.calibration import _Shadow
     from ghs.manager.realised import Outcomes
+    from scheduler.conformal import pooled_calibrator
 
     store = ManagerStore(None)
     calibration = Calibration(store, lengths_seconds=(900.0, 3600.0))
+    # several pooled levels, each decided when the task has run past its own quantile
+    calibration.tails = {view: [pooled_calibrator((0.99, 0.996, 0.999)) for _ in range(2)]
+                         for view in calibration.views}
     track = calibration.track("ws", 1)
     # two hours without a free second: a 15-minute task launched at 0 has not ended
     stalled = series([0.0] * 120)
     track.pending = [_Shadow(0.0, 0, 900.0, np.array([1000.0, 1500.0, 2000.0]),
                              np.array([1000.0, 1500.0, 2000.0]), None, "carried",
-                             tail=3000.0)]
+                             tail=np.array([2400.0, 3000.0, 4000.0]))]
     own, tail = calibration.calibrators["carried"][0], calibration.tails["carried"][0]
     calibration._settle("ws", track, Outcomes(stalled), 2500.0)
-    # past its p95: a miss of the host's own levels; the far tail is not reached yet
-    assert (own.scored[track.row] == 1).all() and tail.scored[0, 0] == 0
+    # past its p95: a miss of the host's own levels and of the tail's first; the others
+    # are not reached yet
+    assert (own.scored[track.row] == 1).all() and tail.scored[0].tolist() == [1, 0, 0]
     assert len(track.pending) == 1
     calibration._settle("ws", track, Outcomes(stalled), 7200.0)
-    assert tail.scored[0, 0] == 1 and tail.covered[0, 0] == 0
-    assert tail.theta[0, 0] == pytest.approx(0.1 * (1.0 - 0.004))
+    assert tail.scored[0].tolist() == [1, 1, 1] and tail.covered[0].tolist() == [0, 0, 0]
+    assert tail.theta[0] == pytest.approx(0.1 * (1.0 - (1.0 - tail.levels)))
     # each level is scored once
     calibration._settle("ws", track, Outcomes(stalled), 7200.0)
-    assert (own.scored[track.row] == 1).all() and tail.scored[0, 0] == 1
+    assert (own.scored[track.row] == 1).all() and tail.scored[0].tolist() == [1, 1, 1]
     store.close()
 
 

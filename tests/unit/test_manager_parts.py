@@ -16,6 +16,7 @@ from ghs.manager.service import Manager
 from ghs.manager.store import HostFacts, ManagerStore
 from protocol import PredictRequest
 from scheduler import Backlog, predict
+from scheduler.calibrated import SERVED_LEVELS
 
 HOUR = 3600.0
 
@@ -141,8 +142,8 @@ def test_client_rebuilds_the_same_prediction_and_plan(running_manager):
         assert {row["backlog"]["source"] for row in body["hosts"]} == {"steady-state"}
         assert all(row["predictor_view"]["start"] == {"start": "state"}
                    for row in body["host_parameters"])
-        assert all(row["calibration_factors"] == [1.0, 1.0, 1.0, 1.0]
-                   and row["calibration_levels"] == [0.5, 0.9, 0.95, 0.996]
+        assert all(row["calibration_factors"] == [1.0] * len(SERVED_LEVELS)
+                   and row["calibration_levels"] == list(SERVED_LEVELS)
                    for row in body["host_parameters"])
         local = predict(hosts, 8 * HOUR, backlog=[Backlog.steady_state() for _ in hosts])
         assert body["model"]["mean"] == pytest.approx(local.mean, rel=1e-12)

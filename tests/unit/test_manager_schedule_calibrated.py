@@ -56,7 +56,7 @@ def test_a_host_whose_record_says_it_overruns_is_left_out(twins):
     table = twins._selection_calibration([state.host for state in twins.states()])
     ws1, ws2 = (np.asarray(table.factors[name]) for name in ("ws1", "ws2"))
     # the host's own levels; the far tail is one factor for all hosts
-    assert (ws2[:, :3] > 5 * ws1[:, :3]).all() and (ws2[:, 3] == ws1[:, 3]).all()
+    assert (ws2[:, :3] > 5 * ws1[:, :3]).all() and (ws2[:, 3:] == ws1[:, 3:]).all()
     # the model alone still splits over both; the calibrated law makes ws2 the whole wait
     after = twins.schedule(work)
     assert sorted(row["name"] for row in after["hosts"]) == ["ws1"]
