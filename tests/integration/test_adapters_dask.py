@@ -282,7 +282,7 @@ def test_a_killed_worker_loses_no_item(dask_cluster, tmp_path):
         waiting = ws2.total - ws2.done - ws2.in_flight
         if not killed and snapshot.event == "item" and ws2.in_flight and waiting:
             os.kill(pids["ws2"], signal.SIGKILL)
-            killed.append(snapshot.elapsed_seconds)
+            killed.append((snapshot.elapsed_seconds, ws2.in_flight))
 
     run = DivisibleRun(client, functools.partial(burn_item, outdir=str(outdir)), range(ITEMS),
                        work_per_item=ITEM_CPU_SECONDS, hosts_file=hosts_file,
@@ -291,12 +291,15 @@ def test_a_killed_worker_loses_no_item(dask_cluster, tmp_path):
     seconds, results = _timed(run)
     results_lost = sum(e.items for e in run.events
                        if e.kind == "requeued" and e.detail == RESULT_LOST)
-    _check_once(outdir, results, rerun_allowed=results_lost)
+    assert killed
+    # an item in flight at the kill may have run to its end (its file written) before the
+    # signal landed and before its worker told the scheduler: it runs again too, and no
+    # run can tell it from one cut short (seen once in a fresh-clone CI run)
+    _check_once(outdir, results, rerun_allowed=results_lost + killed[0][1])
     units = run.plan.units(ITEMS)
     finished = {name: run.host_of_item.count(name) for name in HOSTS}
     print(f"kill run: {seconds:.2f} s, first plan {units}, finished {finished}, "
           f"events {[(e.kind, e.host, e.items) for e in run.events]}")
-    assert killed
     assert any(e.kind in ("lost", "requeued") and e.host == "ws2" and e.items > 0
                for e in run.events)
     assert finished["ws2"] < units["ws2"]
