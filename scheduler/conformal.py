@@ -291,6 +291,14 @@ def pooled_calibrator(levels: tuple[float, ...] = TAIL_LEVELS) -> Calibrator:
     return Calibrator(1, ConformalSettings(levels=levels, prior_launches=0.0))
 
 
+def with_pooled(own: Calibrator, pooled: Calibrator, host_indices: Any) -> np.ndarray:
+    """(hosts, own levels + pooled levels) factors: each host's from ``own``, then the
+    :func:`pooled_calibrator` ``pooled``'s, the same for every host."""
+    factors = own.factors(host_indices)
+    shared = np.broadcast_to(pooled.factors([0]), (factors.shape[0], pooled.levels.size))
+    return np.concatenate([factors, shared], axis=1)
+
+
 def level_map(cdf_values: Any, model_levels: Any, levels: Any = LEVELS) -> np.ndarray:
     """phi(F): a host's calibrated CDF from its model CDF values.
 

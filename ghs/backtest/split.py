@@ -21,7 +21,7 @@ from scheduler import predict
 from scheduler.backlog import Backlog
 from scheduler.calibrated import SERVED_LEVELS, calibrated_prediction, host_quantiles
 from scheduler.calibrated_selection import length_factors
-from scheduler.conformal import TAIL_LEVELS
+from scheduler.conformal import TAIL_LEVELS, with_pooled
 from scheduler.trace_simulation import simulate_trace_many
 
 # the far-tail corrections pooled over the stations, beside each station's own (RECOMBINED)
@@ -116,11 +116,9 @@ class SplitLaunches:
         and the laws recombined
         (:func:`scheduler.calibrated.calibrated_prediction`)."""
         rows = list(range(len(self.names)))
-        table = np.stack([np.concatenate([
-            self.calibrators[RECOMBINED, float(length)].factors(rows),
-            np.broadcast_to(self.calibrators[RECOMBINED_TAIL, float(length)].factors([0]),
-                            (len(rows), len(TAIL_LEVELS)))], axis=1)
-            for length in self.host_lengths], axis=1)
+        table = np.stack([with_pooled(self.calibrators[RECOMBINED, float(length)],
+                                      self.calibrators[RECOMBINED_TAIL, float(length)], rows)
+                          for length in self.host_lengths], axis=1)
         factors = length_factors(table, self.host_lengths, prediction.dedicated_seconds)
         served = calibrated_prediction(prediction, factors, SERVED_LEVELS)
         return np.array([served.quantiles[level] for level in LEVELS])

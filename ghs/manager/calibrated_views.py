@@ -15,7 +15,7 @@ from ghs.manager.shadow_start import starts_of
 from scheduler import Host
 from scheduler.backlog import Backlog
 from scheduler.calibrated_selection import length_factors, length_weights
-from scheduler.conformal import level_name
+from scheduler.conformal import level_name, with_pooled
 
 
 class CalibratedViews:
@@ -97,9 +97,8 @@ class CalibratedViews:
         (JSON: the nearer length's calibrator, and both lengths with their weights)."""
         kept, tails = self.calibrators[mode], self.tails[mode]
         rows = [track.row for track in tracks]
-        table = np.stack([np.concatenate([calibrator.factors(rows), np.broadcast_to(
-            tail.factors([0]), (len(rows), tail.levels.size))], axis=1)
-            for calibrator, tail in zip(kept, tails)], axis=1)
+        table = np.stack([with_pooled(calibrator, tail, rows)
+                          for calibrator, tail in zip(kept, tails)], axis=1)
         dedicated = np.asarray(dedicated_seconds, dtype=float)
         out = length_factors(table, self.lengths, dedicated)
         lower, upper, weight = length_weights(self.lengths, dedicated)
