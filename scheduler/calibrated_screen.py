@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from scheduler.calibrated import GRID_POINTS, _level_map, reported_quantiles
+from scheduler.calibrated import GRID_POINTS, _level_map, _power_tail, reported_quantiles
 from scheduler.calibrated_selection import _quantiles, _window_cdf
 from scheduler.model import Servers, with_vanishing_interruption
 
@@ -93,8 +93,11 @@ def screen_moments(servers: Any, dedicated_seconds: np.ndarray, factors: np.ndar
         cdf, reported, log_low[pair_set], log_step[pair_set], first[pair_set], pair_window),
         axis=1), 0.0, 1.0)
     # before the window both CDFs are 0 (every map keeps 0 at 0), so the gap is too
-    task = np.maximum.accumulate(
-        np.multiply.reduceat(_level_map(cdf, knots, levels), starts, axis=0), axis=1)
+    # (a member's far-tail quantile past where its F rounds to 1 would be cut at the
+    # window's end: with the model's tails and pooled factors near 4.5, never in the tests)
+    mapped = _power_tail(_level_map(cdf, knots, levels), pair_window, reported, levels,
+                         np.ones(len(pair_set), dtype=bool))
+    task = np.maximum.accumulate(np.multiply.reduceat(mapped, starts, axis=0), axis=1)
     model = np.maximum.accumulate(np.multiply.reduceat(cdf, starts, axis=0), axis=1)
     gap = model - task
     first_gap = np.trapezoid(gap, window, axis=1)

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from scheduler import completion, fits
-from scheduler.calibrated import GRID_POINTS, _level_map, reported_quantiles
+from scheduler.calibrated import GRID_POINTS, _level_map, _power_tail, reported_quantiles
 from scheduler.conformal import LEVELS
 from scheduler.errors import InvalidArgumentError
 from scheduler.host_cdf import _power
@@ -164,6 +164,9 @@ def calibrated_moments(servers: Any, dedicated_seconds: np.ndarray, factors: np.
     mapped = np.ones_like(host_cdf)
     mapped[:, :first] = 0.0
     mapped[:, first:stop] = _level_map(host_cdf[:, first:stop], knots, levels)
+    # past its own levels a member's law is a power law in time, wherever its model's F is
+    _power_tail(mapped[:, first:], pair_grid[:, first:], reported, levels,
+                np.ones(len(pair_set), dtype=bool))
     # pairs come set by set (np.nonzero's row-major order) and every set has work somewhere
     starts = np.searchsorted(pair_set, np.arange(count))
     task_cdf = np.maximum.accumulate(np.multiply.reduceat(mapped, starts, axis=0), axis=1)
@@ -177,21 +180,22 @@ def calibrated_moments(servers: Any, dedicated_seconds: np.ndarray, factors: np.
 
 
 def calibrated_host_log_cdf(servers: Any, log_cdf: np.ndarray, factors: np.ndarray,
-                            levels: np.ndarray, dedicated_seconds: np.ndarray) -> np.ndarray:
-    """(K, n) log of each host's calibrated CDF phi_k(F_k) at the points where its model
-    ``log_cdf`` (K, n) was read; ``servers``: the hosts' laws, (1, n) (one server each),
-    ``factors`` (n, levels) at each one's ``dedicated_seconds`` (n,). Each host's
-    level map is read on its own geometric grid of ``_HOST_POINTS`` from its start to where
-    its survival is 1e-9 (the served law reads it on the set's grid: close, not the same
-    figures; this ranks hosts, it does not score sets)."""
+                            levels: np.ndarray, dedicated_seconds: np.ndarray,
+                            grid_seconds: np.ndarray) -> np.ndarray:
+    """(K, n) log of each host's calibrated CDF phi_k(F_k) at the times ``grid_seconds``
+    (K,) where its model ``log_cdf`` (K, n) was read; ``servers``: the hosts' laws, (1, n)
+    (one server each), ``factors`` (n, levels) at each one's ``dedicated_seconds`` (n,).
+    Each host's level map is read on its own geometric grid of ``_HOST_POINTS`` from its
+    start to where its survival is 1e-9 (the served law reads it on the set's grid: close,
+    not the same figures; this ranks hosts, it does not score sets)."""
     hosts = servers.t.shape[1]
     rows = servers.take((np.zeros((hosts, 1), dtype=int), np.arange(hosts)[:, None]))
     if isinstance(rows, Servers) and hosts == len(factors):
         # one plain server type per host: its quantiles in closed form, and F at the
         # reported ones exactly (not read on a grid; 3-4 times cheaper)
-        knots = _exact_knots(rows, factors, levels, dedicated_seconds)
-        with np.errstate(divide="ignore"):
-            return np.log(_level_map(np.exp(log_cdf).T, knots, levels)).T
+        knots, reported = _exact_knots(rows, factors, levels, dedicated_seconds)
+        return _mapped_log_cdf(log_cdf, knots, reported, levels, dedicated_seconds,
+                               grid_seconds)
     start = np.maximum(completion.start_point(rows), 1e-9)
     end = np.maximum(np.max(np.where(rows.mult > 0, rows.upper_bound(1e-9), 0.0), axis=1),
                      2.0 * start)
@@ -200,14 +204,26 @@ def calibrated_host_log_cdf(servers: Any, log_cdf: np.ndarray, factors: np.ndarr
     model_q = _quantiles(grid, cdf, levels)
     reported = reported_quantiles(model_q, factors, dedicated_seconds)
     knots = np.clip(np.maximum.accumulate(_interp(grid, cdf, reported), axis=1), 0.0, 1.0)
+    return _mapped_log_cdf(log_cdf, knots, reported, levels, dedicated_seconds, grid_seconds)
+
+
+def _mapped_log_cdf(log_cdf: np.ndarray, knots: np.ndarray, reported: np.ndarray,
+                    levels: np.ndarray, dedicated_seconds: np.ndarray,
+                    grid_seconds: np.ndarray) -> np.ndarray:
+    """(K, n) log of the level map of the model's ``log_cdf`` (K, n) through ``knots``, with
+    its power-law tail through the ``reported`` quantiles (n, levels) at ``grid_seconds``."""
+    mapped = _power_tail(_level_map(np.exp(log_cdf).T, knots, levels),
+                         np.asarray(grid_seconds, dtype=float)[None, :], reported, levels,
+                         np.asarray(dedicated_seconds) > 0)
     with np.errstate(divide="ignore"):
-        return np.log(_level_map(np.exp(log_cdf).T, knots, levels)).T
+        return np.log(mapped).T
 
 
 def _exact_knots(rows: Servers, factors: np.ndarray, levels: np.ndarray,
-                 dedicated_seconds: np.ndarray) -> np.ndarray:
+                 dedicated_seconds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(n, levels) F of each row's single server type (n, 1) at its reported quantiles (its
-    model quantiles times ``factors``, not before ``dedicated_seconds``), non-decreasing:
+    model quantiles times ``factors``, not before ``dedicated_seconds``), non-decreasing,
+    and those quantiles (seconds):
     where F = L, 1 - q sf(x - t) = L^(1 / mult), at t itself within the atom P(no
     interruption)."""
     t, q = rows.t[:, :1], rows.q[:, :1]
@@ -217,7 +233,8 @@ def _exact_knots(rows: Servers, factors: np.ndarray, levels: np.ndarray,
         delay = fits.isf(rows.code, rows.p1, rows.p2, np.where(atom, 1.0, need / np.where(
             atom, 1.0, q)))
     reported = reported_quantiles(t + np.where(atom, 0.0, delay), factors, dedicated_seconds)
-    return np.clip(np.maximum.accumulate(_window_cdf(rows, reported), axis=1), 0.0, 1.0)
+    return (np.clip(np.maximum.accumulate(_window_cdf(rows, reported), axis=1), 0.0, 1.0),
+            reported)
 
 
 def _host_cdf(servers: Any, grid: np.ndarray) -> tuple[np.ndarray, int, int]:

@@ -307,7 +307,7 @@ class SetEvaluator:
         lengths = np.asarray(self.calibration.lengths_seconds)
         return calibrated_host_log_cdf(hosts, log_cdf, length_factors(
             self.factor_table, lengths, dedicated), np.asarray(self.calibration.levels),
-            dedicated)
+            dedicated, grid)
 
     def _every_host_shares(self, members: np.ndarray) -> np.ndarray:
         """(1, m) shares of every candidate at the common scale of the set ``members``."""

@@ -11,7 +11,7 @@ import pytest
 from test_selection_search import mixed_pool
 
 from scheduler import Backlog, predict
-from scheduler.calibrated import calibrated_prediction
+from scheduler.calibrated import SERVED_LEVELS, calibrated_prediction
 from scheduler.calibrated_selection import (
     SelectionCalibration,
     _exact_knots,
@@ -20,6 +20,7 @@ from scheduler.calibrated_selection import (
     _quantiles,
     length_factors,
 )
+from scheduler.conformal import LEVELS
 from scheduler.errors import InvalidArgumentError, TooManyHostsError
 from scheduler.search import _SEARCH_TOL
 from scheduler.search_moves import moves as _moves
@@ -28,11 +29,18 @@ from scheduler.selection import SetEvaluator, _arrays, schedule
 LENGTHS = (1800.0, 3600.0, 4 * 3600.0, 8 * 3600.0)
 
 
-def random_calibration(rng, hosts, spread=0.5):
-    """Factors as a calibrator leaves them: positive, non-decreasing in the level."""
-    return SelectionCalibration(LENGTHS, {
-        h.name: np.maximum.accumulate(np.exp(rng.normal(0.0, spread, (len(LENGTHS), 3))),
-                                      axis=1) for h in hosts})
+def random_calibration(rng, hosts, spread=0.5, levels=LEVELS):
+    """Factors as a calibrator leaves them: positive, non-decreasing in the level (with the
+    served levels, the pooled far tail's the same for every host)."""
+    own = min(len(levels), len(LEVELS))
+    pooled = (np.exp(rng.normal(1.5, spread, (len(LENGTHS), len(levels) - own)))
+              if len(levels) > own else np.ones((len(LENGTHS), 0)))
+
+    def table():
+        mine = np.exp(rng.normal(0.0, spread, (len(LENGTHS), own)))
+        return np.maximum.accumulate(np.concatenate([mine, pooled], axis=1), axis=1)
+
+    return SelectionCalibration(LENGTHS, {h.name: table() for h in hosts}, tuple(levels))
 
 
 def served_criterion(hosts, work, calibration, backlog=None):
@@ -46,11 +54,12 @@ def served_criterion(hosts, work, calibration, backlog=None):
     prediction = run(hosts)
     if (prediction.shares <= 0).any():
         prediction = run([h for h, s in zip(hosts, prediction.shares) if s > 0])
+    levels = calibration.levels
     factors = np.array([
-        _at_length(np.asarray(calibration.factors.get(name, np.ones((len(LENGTHS), 3)))),
-                   dedicated)
+        _at_length(np.asarray(calibration.factors.get(
+            name, np.ones((len(LENGTHS), len(levels))))), dedicated)
         for name, dedicated in zip(prediction.hosts, prediction.dedicated_seconds)])
-    return calibrated_prediction(prediction, factors).criterion, prediction.hosts
+    return calibrated_prediction(prediction, factors, levels).criterion, prediction.hosts
 
 
 def _at_length(table, dedicated):
@@ -84,12 +93,13 @@ def _pool_evaluator(hosts, work, calibration, with_backlog):
                              calibration, [h.name for h in hosts])
     return evaluator, backlog, {h.name: k for k, h in enumerate(hosts)}
 
+@pytest.mark.parametrize("levels", [LEVELS, SERVED_LEVELS])
 @pytest.mark.parametrize("with_backlog", [False, True])
-def test_the_criterion_of_every_set_is_the_served_calibrated_laws(with_backlog):
+def test_the_criterion_of_every_set_is_the_served_calibrated_laws(with_backlog, levels):
     rng = np.random.default_rng(3)
     hosts = mixed_pool(rng, 6)
     work = 6 * 3600.0
-    calibration = random_calibration(rng, hosts)
+    calibration = random_calibration(rng, hosts, levels=levels)
     evaluator, backlog, index = _pool_evaluator(hosts, work, calibration, with_backlog)
     for size in range(1, len(hosts) + 1):
         for subset in itertools.combinations(hosts, size):
@@ -312,12 +322,12 @@ def test_the_search_tries_the_pairs_and_triples_of_the_best_single_hosts(seed):
     assert evaluator.criteria([[index[h.name] for h in plan.hosts]])[0] <= best * 1.01
 
 
-def _screened_pool(rng, with_backlog):
+def _screened_pool(rng, with_backlog, levels=LEVELS):
     """An evaluator over a random pool of 9-12 hosts (capacity order), as the harness draws
     them, and 40 random sets of it as a padded batch."""
     count = int(rng.integers(9, 13))
     hosts = sorted(mixed_pool(rng, count), key=lambda h: -h.capacity)
-    calibration = random_calibration(rng, hosts, rng.uniform(0.3, 0.5))
+    calibration = random_calibration(rng, hosts, rng.uniform(0.3, 0.5), levels)
     backlog = {h.name: Backlog.steady_state() for h in hosts} if with_backlog else None
     evaluator = SetEvaluator(_arrays(hosts, backlog), 3600.0 * count * rng.uniform(0.1, 2.0),
                              "lognormal", "equal-mean", calibration, [h.name for h in hosts])
@@ -328,15 +338,16 @@ def _screened_pool(rng, with_backlog):
     return evaluator, members, np.arange(count)[None, :] < sizes[:, None]
 
 
+@pytest.mark.parametrize("levels", [LEVELS, SERVED_LEVELS])
 @pytest.mark.parametrize("with_backlog", [False, True])
-def test_the_search_screen_scores_sets_as_the_exact_criterion_does(with_backlog):
+def test_the_search_screen_scores_sets_as_the_exact_criterion_does(with_backlog, levels):
     # what the search ranks by (dense at its tolerance: scheduler.calibrated_screen without a
     # backlog, a looser quadrature with one) against the served law's figures; the screen
     # reads the served grid, whose interpolation alone moves a criterion by up to ~10%
     rng = np.random.default_rng(17)
     errors = []
     for _ in range(5):
-        evaluator, members, valid = _screened_pool(rng, with_backlog)
+        evaluator, members, valid = _screened_pool(rng, with_backlog, levels)
         exact = evaluator.dense(members, valid, 1e-5)
         errors.append(evaluator.dense(members, valid, _SEARCH_TOL) / exact - 1)
     error = np.abs(np.concatenate(errors))
@@ -364,4 +375,4 @@ def test_a_hosts_exact_knots_are_those_of_its_cdf_on_a_fine_grid():
     reported = np.maximum(np.maximum.accumulate(_quantiles(grid, cdf, levels) * factors,
                                                 axis=1), start)
     on_grid = np.clip(np.maximum.accumulate(_interp(grid, cdf, reported), axis=1), 0, 1)
-    assert _exact_knots(rows, factors, levels, start[:, 0]) == pytest.approx(on_grid, abs=2e-3)
+    assert _exact_knots(rows, factors, levels, start[:, 0])[0] == pytest.approx(on_grid, abs=2e-3)
