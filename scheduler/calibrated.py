@@ -12,14 +12,13 @@ geometric grid of times shared by all hosts (``GRID_POINTS``), vectorised over h
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
 
-from scheduler.conformal import LEVELS, RELATIVE_LEVELS, TAIL_LEVELS, level_name
+from scheduler.conformal import LEVELS, TAIL_LEVELS, level_name
 from scheduler.errors import InvalidArgumentError
 from scheduler.host_cdf import hosts_cdf, many_hosts_cdf
 from scheduler.model import with_vanishing_interruption
@@ -80,7 +79,7 @@ def _calibrate(prediction: Any, factors: np.ndarray, levels: np.ndarray) -> Cali
         prediction._host_servers), grid, len(prediction.hosts)), 0.0, 1.0))
     model_q = _row_quantiles(grid, host_cdf, levels)
     dedicated = np.asarray(prediction.dedicated_seconds, dtype=float)
-    reported = reported_quantiles(model_q, factors, dedicated, levels)
+    reported = reported_quantiles(model_q, factors, dedicated)
     at_reported = np.maximum.accumulate(_row_interp(grid, host_cdf, reported), axis=1)
     task_cdf = np.zeros(grid.size)
     # Every map keeps 0 at 0, so the product is 0 until the last host's start: only the
@@ -109,82 +108,14 @@ def _calibrate(prediction: Any, factors: np.ndarray, levels: np.ndarray) -> Cali
 
 
 def reported_quantiles(model_quantiles: np.ndarray, factors: np.ndarray,
-                       dedicated_seconds: Any, levels: Any = LEVELS) -> np.ndarray:
+                       dedicated_seconds: np.ndarray) -> np.ndarray:
     """(hosts, levels) calibrated quantiles, seconds: the model's times the factors, made
     non-decreasing in the level, and never before the host's dedicated time (its share
     cannot finish sooner, whatever a factor below 1 says: where the model's quantile is
     the dedicated time itself, a run without interruption, a factor of 0.98 put it 2%
-    before, and the level map then put the level's mass at time 0); a level of
-    ``RELATIVE_LEVELS`` between two others is its factor times the power-law interpolation
-    between theirs (:func:`relative_quantiles`)."""
-    product = model_quantiles * factors
-    relative = np.isin(np.asarray(levels, dtype=float), RELATIVE_LEVELS)
-    if relative.any():
-        # a relative level's factor does not scale the model's quantile: that product must
-        # not push the levels above it
-        product = np.where(relative, 0.0, product)
-    scaled = np.maximum.accumulate(product, axis=-1)
-    floored = np.maximum(scaled, np.asarray(dedicated_seconds, dtype=float)[..., None])
-    return relative_quantiles(floored, factors, levels)
-
-
-def tail_quantiles(own_reported: Any, model_tail: Any, tail_factors: Any,
-                   levels: Any = SERVED_LEVELS) -> np.ndarray:
-    """(..., tail levels) a host's pooled far-tail quantiles, seconds, as its law serves them
-    past its own ``own_reported`` (..., own levels): the model's ``model_tail`` times
-    ``tail_factors`` (a relative level's: the interpolation between its neighbours), never
-    before the host's own. ``levels``: own and tail levels together."""
-    own = np.asarray(own_reported, dtype=float)
-    model = np.asarray(model_tail, dtype=float)
-    shape = np.broadcast_shapes(own.shape[:-1], model.shape[:-1])
-    own = np.broadcast_to(own, (*shape, own.shape[-1]))
-    tail = np.broadcast_to(np.asarray(tail_factors, dtype=float), (*shape, model.shape[-1]))
-    factors = np.concatenate([np.ones(own.shape), tail], axis=-1)
-    full = np.concatenate([own, np.broadcast_to(model, tail.shape)], axis=-1)
-    return reported_quantiles(full, factors, 0.0, levels)[..., own.shape[-1]:]
-
-
-def relative_quantiles(reported: np.ndarray, factors: np.ndarray, levels: Any) -> np.ndarray:
-    """``reported`` (..., levels) quantiles, seconds, with each level of ``RELATIVE_LEVELS``
-    that has a level on each side set to its factor times the power-law interpolation
-    between its neighbours' quantiles (as :func:`_power_tail` draws the law between them),
-    kept between them. Others as given."""
-    nominal = np.asarray(levels, dtype=float)
-    inner = [m for m in range(1, nominal.size - 1) if nominal[m] in RELATIVE_LEVELS]
-    if not inner:
-        return reported
-    out = np.array(reported, dtype=float)
-    for m in inner:
-        low, high = out[..., m - 1], out[..., m + 1]
-        out[..., m] = np.clip(np.asarray(factors)[..., m] * _interpolated(low, high, nominal, m),
-                              low, high)
-    return out
-
-
-def relative_factors(reported: np.ndarray, model_quantiles: np.ndarray, levels: Any
-                     ) -> np.ndarray:
-    """The factors that give ``reported`` (..., levels) quantiles from ``model_quantiles``
-    (:func:`reported_quantiles`' inverse where nothing was floored or clipped): reported over
-    the model's, and at a relative level over the interpolation between its neighbours."""
-    nominal = np.asarray(levels, dtype=float)
-    out = np.asarray(reported, dtype=float) / np.asarray(model_quantiles, dtype=float)
-    for m in range(1, nominal.size - 1):
-        if nominal[m] in RELATIVE_LEVELS:
-            out[..., m] = reported[..., m] / _interpolated(reported[..., m - 1],
-                                                           reported[..., m + 1], nominal, m)
-    return out
-
-
-def _interpolated(low: np.ndarray, high: np.ndarray, levels: np.ndarray, m: int
-                  ) -> np.ndarray:
-    """The power law through (low, levels[m - 1]) and (high, levels[m + 1]) at levels[m]:
-    log time linear in log(1 - level) (seconds; ``low`` where it is not positive)."""
-    w = math.log((1 - levels[m - 1]) / (1 - levels[m])) / math.log(
-        (1 - levels[m - 1]) / (1 - levels[m + 1]))
-    positive = low > 0
-    safe = np.where(positive, low, 1.0)
-    between = safe * np.exp(w * np.log(np.maximum(high, safe) / safe))
-    return np.where(positive, between, low)
+    before, and the level map then put the level's mass at time 0)."""
+    scaled = np.maximum.accumulate(model_quantiles * factors, axis=-1)
+    return np.maximum(scaled, np.asarray(dedicated_seconds, dtype=float)[..., None])
 
 
 def _monotone_rows(cdf: np.ndarray) -> np.ndarray:
@@ -247,10 +178,6 @@ def _power_tail(mapped: np.ndarray, times: np.ndarray, reported: np.ndarray,
         tail = 1.0 - (1.0 - nominal[a]) * np.exp(beta * np.log(np.where(inside, x, r_a) / r_a))
         block = mapped[rows]
         block[inside] = tail[inside]
-        # around the segment the level map reads F, which rounds near 1 this far out (a
-        # knot at F = 1 with F 1 - 6e-14 past it): it must not undo the segment's ends
-        np.minimum(block, nominal[a], out=block, where=x < r_a)
-        np.maximum(block, nominal[a + 1], out=block, where=x > r_b)
         mapped[rows] = block
     return mapped
 

@@ -88,7 +88,7 @@ def screen_moments(servers: Any, dedicated_seconds: np.ndarray, factors: np.ndar
     with np.errstate(invalid="ignore"):
         cdf = np.maximum.accumulate(_cdf(pairs, pair_window), axis=1)
     model_q = _quantiles(pair_window, cdf, levels)
-    reported = reported_quantiles(model_q, factors[pair_set, pair_host], t, levels)
+    reported = reported_quantiles(model_q, factors[pair_set, pair_host], t)
     knots = np.clip(np.maximum.accumulate(_interp_columns(
         cdf, reported, log_low[pair_set], log_step[pair_set], first[pair_set], pair_window),
         axis=1), 0.0, 1.0)

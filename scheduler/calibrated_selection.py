@@ -156,8 +156,7 @@ def calibrated_moments(servers: Any, dedicated_seconds: np.ndarray, factors: np.
     host_cdf, first, stop = _host_cdf(pair_servers, pair_grid)  # (P, K)
     pair_factors = factors[pair_set, pair_host]  # (P, L)
     model_q = _quantiles(pair_grid, host_cdf, levels)
-    reported = reported_quantiles(model_q, pair_factors, dedicated_seconds[pair_set, pair_host],
-                                  levels)
+    reported = reported_quantiles(model_q, pair_factors, dedicated_seconds[pair_set, pair_host])
     at_reported = np.maximum.accumulate(_interp(pair_grid, host_cdf, reported), axis=1)
     knots = np.clip(at_reported, 0.0, 1.0)
     # the served law's level map (calibrated._level_map: conformal.level_map as clipped ramps)
@@ -203,7 +202,7 @@ def calibrated_host_log_cdf(servers: Any, log_cdf: np.ndarray, factors: np.ndarr
     grid = np.exp(np.linspace(np.log(start), np.log(end), _HOST_POINTS, axis=1))
     cdf, _, _ = _host_cdf(rows, grid)
     model_q = _quantiles(grid, cdf, levels)
-    reported = reported_quantiles(model_q, factors, dedicated_seconds, levels)
+    reported = reported_quantiles(model_q, factors, dedicated_seconds)
     knots = np.clip(np.maximum.accumulate(_interp(grid, cdf, reported), axis=1), 0.0, 1.0)
     return _mapped_log_cdf(log_cdf, knots, reported, levels, dedicated_seconds, grid_seconds)
 
@@ -233,8 +232,7 @@ def _exact_knots(rows: Servers, factors: np.ndarray, levels: np.ndarray,
     with np.errstate(invalid="ignore", divide="ignore"):
         delay = fits.isf(rows.code, rows.p1, rows.p2, np.where(atom, 1.0, need / np.where(
             atom, 1.0, q)))
-    reported = reported_quantiles(t + np.where(atom, 0.0, delay), factors, dedicated_seconds,
-                                  levels)
+    reported = reported_quantiles(t + np.where(atom, 0.0, delay), factors, dedicated_seconds)
     return (np.clip(np.maximum.accumulate(_window_cdf(rows, reported), axis=1), 0.0, 1.0),
             reported)
 

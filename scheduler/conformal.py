@@ -40,12 +40,8 @@ LEVELS = (0.5, 0.9, 0.95)
 # 0.9-1.3% at 32 hosts' point, the law's 0.44%) while the hosts' own p90 and p95 held; one
 # host's record is too short to learn a 1-in-250 level. Pooled levels at 0.99 and 0.999 as
 # well covered more (a split of 16: p90 .83 where 0.996 alone gives .75) but one factor for
-# all hosts at 0.99 scaling each host's model p99 widened every split (32 CTC stations: p90 16
-# times the p50, against 7). So the pooled 0.99 is RELATIVE: its factor scales each host's own
-# power-law interpolation between its p95 and the pooled p99.6 (scheduler.calibrated), which
-# carries the host's own width; the pool learns only how far the interpolation is off.
-TAIL_LEVELS = (0.99, 0.996)
-RELATIVE_LEVELS = (0.99,)
+# all hosts at 0.99 widened every split (32 CTC stations: p90 16 times the p50, against 7).
+TAIL_LEVELS = (0.996,)
 _STATE_FIELDS = ("theta", "scored", "covered", "pool_theta", "pool_batches")
 
 

@@ -19,12 +19,7 @@ from ghs.backtest.views import day_host, last_utilisation, snapshot_backlog
 from ghs.experiments.partition import NAIVE_MAX_UTILISATION
 from scheduler import predict
 from scheduler.backlog import Backlog
-from scheduler.calibrated import (
-    SERVED_LEVELS,
-    calibrated_prediction,
-    host_quantiles,
-    tail_quantiles,
-)
+from scheduler.calibrated import SERVED_LEVELS, calibrated_prediction, host_quantiles
 from scheduler.calibrated_selection import length_factors
 from scheduler.conformal import TAIL_LEVELS, with_pooled
 from scheduler.trace_simulation import simulate_trace_many
@@ -110,15 +105,9 @@ class SplitLaunches:
                     continue
                 p, _ = self._settled([k], [known], at, length, [begin], arrivals_only=arrivals)
                 q = np.array([p.quantiles[level] for level in LEVELS])
-                own = self._calibrate(RECOMBINED, k, length, at, seconds, q, length)
-                # the far tail's quantiles as the served law has them past the station's own
-                # (a relative level's, the interpolation between its neighbours'): the
-                # pooled calibrator adjusts base quantiles whose product is exactly those
-                pooled = self.calibrators[RECOMBINED_TAIL, float(length)]
-                factors = pooled.factors([0])[0]
-                served = tail_quantiles(own, host_quantiles(p, TAIL_LEVELS)[0], factors)
-                self._calibrate(RECOMBINED_TAIL, 0, length, at, seconds, served / factors,
-                                length)
+                self._calibrate(RECOMBINED, k, length, at, seconds, q, length)
+                self._calibrate(RECOMBINED_TAIL, 0, length, at, seconds,
+                                host_quantiles(p, TAIL_LEVELS)[0], length)
 
     def _recombined(self, prediction: Any) -> np.ndarray:
         """The split's quantiles as a manager serves them: each station's factors (its own

@@ -15,7 +15,7 @@ from ghs.manager.shadow_start import starts_of
 from scheduler import Host
 from scheduler.backlog import Backlog
 from scheduler.calibrated_selection import length_factors, length_weights
-from scheduler.conformal import RELATIVE_LEVELS, level_name, with_pooled
+from scheduler.conformal import level_name, with_pooled
 
 
 class CalibratedViews:
@@ -120,11 +120,8 @@ class CalibratedViews:
                             for i, w in ends],
                 "scored_launches": int(calibrator.scored[track.row, 0]),
                 "coverage": {level: _number(c) for level, c in zip(LEVELS, coverage)},
-                # a relative level's factor scales the interpolation between the levels
-                # around it (scheduler.calibrated.relative_quantiles), not the model's
                 "pooled_tail": {level_name(level): {"scored_launches": int(n),
-                                                    "coverage": _number(c),
-                                                    "relative": level in RELATIVE_LEVELS}
+                                                    "coverage": _number(c)}
                                 for level, n, c in zip(tail.levels, tail.scored[0],
                                                        tail.coverage([0])[0])}})
         return out, described

@@ -49,7 +49,7 @@ from ghs.manager.shadow_start import ShadowInputs, host_at, starts_of
 from scheduler import Calibrator, ForecastBank, Host
 from scheduler.backlog import Backlog
 from scheduler.backlog_weight import BacklogWeights, WeightSettings
-from scheduler.calibrated import SERVED_LEVELS, tail_quantiles
+from scheduler.calibrated import SERVED_LEVELS
 from scheduler.conformal import TAIL_LEVELS, pooled_calibrator
 from scheduler.host_moments import prime_host_moments
 from scheduler.prediction import predict_hosts
@@ -80,11 +80,8 @@ class _Shadow:
     decided: bool = False
     # the pooled far tail's quantiles (seconds) and which of their outcomes were recorded
     tail: np.ndarray = field(default_factory=lambda: np.full(len(TAIL_LEVELS), np.inf))
-    tail_decided: np.ndarray | None = None
-
-    def __post_init__(self) -> None:
-        if self.tail_decided is None:
-            self.tail_decided = np.zeros(np.shape(self.tail), bool)
+    tail_decided: np.ndarray = field(
+        default_factory=lambda: np.zeros(len(TAIL_LEVELS), bool))
 
 
 @dataclass
@@ -374,9 +371,8 @@ class Calibration(CalibratedViews, ShadowOutcomes):
                 reported_all.append(np.maximum(reported, float(length)))
                 track.pending.append(_Shadow(at, j, float(length), reported, pooled,
                                              None if candidates is None else candidates[j],
-                                             view, tail=tail_quantiles(
-                                                 reported_all[-1], model_q[v, j, own:],
-                                                 tails[j], self.levels)))
+                                             view, tail=np.maximum.accumulate(
+                                                 model_q[v, j, own:] * tails[j])))
             rows += [(LEDGER_NAMES[view][0], means[v], np.array(reported_all)),
                      (LEDGER_NAMES[view][1], means[v], model_q[v, :, :own])]
         if busy:  # the ledger keeps what a query is served (ghs.manager.envelope)

@@ -22,7 +22,7 @@ from ghs.manager.shadow_laws import copies_of
 from ghs.placement import scaled
 from scheduler import Host
 from scheduler.backlog import Backlog
-from scheduler.calibrated import host_quantiles, relative_factors, reported_quantiles
+from scheduler.calibrated import host_quantiles, reported_quantiles
 from scheduler.conformal import level_name
 from scheduler.prediction import predict_hosts
 
@@ -67,12 +67,12 @@ def held_envelope(calibration: Any, tracks: Sequence[Any], chosen: Sequence[Host
         [tracks[c] for c in picked], list(held.dedicated_seconds), "state")
     levels = calibration.levels
     held_reported = reported_quantiles(host_quantiles(held, levels), held_factors,
-                                       held.dedicated_seconds, levels)
+                                       held.dedicated_seconds)
     own_model = host_quantiles(prediction, levels)[rows]
     own_reported = reported_quantiles(own_model, factors[rows],
-                                      np.asarray(prediction.dedicated_seconds)[rows], levels)
+                                      np.asarray(prediction.dedicated_seconds)[rows])
     out = factors.copy()
-    out[rows] = relative_factors(envelope_of(own_reported, held_reported), own_model, levels)
+    out[rows] = envelope_of(own_reported, held_reported) / own_model
     for k, detail, reported in zip(rows, held_described, held_reported):
         applied[k] = {"held_backlog_view": detail,
                       "held_quantiles": dict(zip(map(level_name, levels), map(float, reported)))}

@@ -157,21 +157,14 @@ def test_the_pooled_far_tail_moves_a_wide_split_and_not_a_hosts_own_levels():
     its own levels put them."""
     levels = (0.5, 0.9, 0.95, 0.99, 0.996, 0.999)
     own = np.array([1.0, 1.2, 1.3])
-    served = np.append(own, [1.1, 1.6, 1.7])
+    served = np.append(own, [1.5, 1.6, 1.7])
     one = predict(HOSTS[:1], 3600.0)
     alone3, alone4 = calibrate(one, own[None]), calibrate(one, served[None], levels)
-    # read off the 256-point grid: past the p95 the law now rises as the power law does,
-    # slower than the model's, and the grid's linear reading of 0.95 lands 0.3% later
     for name in ("p50", "p90", "p95"):
-        assert alone4.quantiles[name] == pytest.approx(alone3.quantiles[name], rel=4e-3)
-    model_tail = host_quantiles(one, levels[4:])[0]
-    q = alone4.host_quantiles[0]
-    assert q[4:] == pytest.approx(np.maximum.accumulate(np.maximum([1.6, 1.7] * model_tail,
-                                                                   q[2])), rel=1e-3)
-    # p99 (relative): 1.1 times the power law through the p95 and the p99.6, where
-    # log(1 - level) is 64% of the way from the p95's to the p99.6's
-    assert q[3] == pytest.approx(1.1 * q[2] * (q[4] / q[2]) ** (np.log(5) / np.log(12.5)),
-                                 rel=1e-9)
+        assert alone4.quantiles[name] == pytest.approx(alone3.quantiles[name], rel=2e-3)
+    model_tail = host_quantiles(one, levels[3:])[0]
+    assert alone4.host_quantiles[0, 3:] == pytest.approx(np.maximum.accumulate(
+        np.maximum([1.5, 1.6, 1.7] * model_tail, alone4.host_quantiles[0, 2])), rel=1e-3)
     assert alone4.quantiles["p99"] > alone3.quantiles["p99"]
     wide = predict([Host(f"w{k}", lam=0.002, mu=0.01, sigma=150, rho=0.2) for k in range(32)],
                    32 * 3600.0)
@@ -183,14 +176,14 @@ def test_the_pooled_far_tail_moves_a_wide_split_and_not_a_hosts_own_levels():
     body = calibrated_prediction(wide, np.tile(served, (32, 1)), levels).to_dict()
     assert list(body["hosts"][0]["calibration_factors"]) == ["p50", "p90", "p95", "p99",
                                                              "p99.6", "p99.9"]
-    assert SERVED_LEVELS == (0.5, 0.9, 0.95, 0.99, 0.996)
+    assert SERVED_LEVELS == (0.5, 0.9, 0.95, 0.996)
 
 
 def test_a_split_read_between_a_hosts_p95_and_the_far_tail_covers_a_heavy_tail():
-    """Each of 16 hosts' laws calibrated exactly at its knots (p50 to p99.6) on a
+    """Each of 16 hosts' laws calibrated exactly at its knots (p50, p90, p95, p99.6) on a
     heavier tail than the model's: a run is uninterrupted with probability 0.6, else it
     takes 1 + 0.3 (Pareto(1.3) - 1) times its dedicated time. The split ends by its p90
-    when every share ends by its 0.9934 quantile, between p99 and p99.6: drawn 40,000 times,
+    when every share ends by its 0.9934 quantile, between the knots: drawn 40,000 times,
     the task's p90 and p50 hold. (Following the model's own thin shape there, as the law
     did before, put that point next to the p95: p90 covered .65, p50 .46.)"""
     n, atom, alpha, scale = 16, 0.6, 1.3, 0.3
@@ -204,11 +197,8 @@ def test_a_split_read_between_a_hosts_p95_and_the_far_tail_covers_a_heavy_tail()
         return np.where(u <= atom, 0.0, scale * ((1.0 - tail) ** (-1.0 / alpha) - 1.0))
 
     truth = dedicated[:, None] * (1.0 + delay(np.asarray(SERVED_LEVELS))[None, :])
-    factors = truth / host_quantiles(split, SERVED_LEVELS)
-    # the pooled p99 is relative: the truth's over the power law through p95 and p99.6
-    factors[:, 3] = truth[:, 3] / (truth[:, 2] * (truth[:, 4] / truth[:, 2]) ** (
-        np.log(5) / np.log(12.5)))
-    law = calibrated_prediction(split, factors, SERVED_LEVELS)
+    law = calibrated_prediction(split, truth / host_quantiles(split, SERVED_LEVELS),
+                                SERVED_LEVELS)
     draws = np.random.default_rng(1).uniform(size=(40_000, n))
     realised = (dedicated * (1.0 + delay(draws))).max(axis=1)
     assert np.mean(realised <= law.quantiles["p90"]) == pytest.approx(0.90, abs=0.02)

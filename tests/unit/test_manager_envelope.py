@@ -22,16 +22,6 @@ def test_running_jobs_are_what_a_fresh_snapshot_holds():
     assert not running_jobs(None)
 
 
-def served(model, factors):
-    """Quantiles (seconds) served from the model's at SERVED_LEVELS and factors: each the
-    model's times its factor, non-decreasing, but the pooled p99's factor scales the power
-    law through the p95 and the p99.6 (64% of the way in log(1 - level))."""
-    q = np.maximum.accumulate(np.where(np.arange(5) == 3, 0.0, model * factors), axis=1)
-    between = q[:, 2] * (q[:, 4] / q[:, 2]) ** (np.log(5) / np.log(12.5))
-    q[:, 3] = np.clip(factors[:, 3] * between, q[:, 2], q[:, 4])
-    return q
-
-
 def test_a_busy_host_gets_the_envelope_and_an_idle_one_its_own_factors(fed):  # noqa: F811
     calibrated = fed[2]
     track = calibrated.track("ws1", 1)
@@ -39,7 +29,7 @@ def test_a_busy_host_gets_the_envelope_and_an_idle_one_its_own_factors(fed):  # 
     at = np.array([ZERO_EPOCH_SECONDS + 2 * 86400.0])
     work = 3600.0
     own = predict([day], work)  # the carried view: idle start under the measured load
-    factors = np.array([[1.0, 1.1, 1.2, 0.9, 1.3]])
+    factors = np.array([[1.0, 1.1, 1.2, 1.3]])
     busy = Backlog.exact([1800.0])
     out, applied = held_envelope(calibrated, [track], [day], [busy], at, own.mean, own, [0],
                                  factors, "lognormal")
@@ -49,17 +39,17 @@ def test_a_busy_host_gets_the_envelope_and_an_idle_one_its_own_factors(fed):  # 
                                                        "state")
     held = predict(held_hosts, work, backlog=held_starts)
     held_factors, _ = calibrated.factors([track], list(held.dedicated_seconds), "state")
-    held_reported = served(host_quantiles(held, SERVED_LEVELS), held_factors)
-    own_model = host_quantiles(own, SERVED_LEVELS)
-    own_reported = served(own_model, factors)
+    held_reported = np.maximum.accumulate(host_quantiles(held, SERVED_LEVELS) * held_factors,
+                                          axis=1)
+    own_reported = host_quantiles(own, SERVED_LEVELS) * factors
     expected = np.concatenate([own_reported[:, :1], np.maximum(own_reported[:, 1:],
                                                                held_reported[:, 1:])], axis=1)
-    assert served(own_model, out) == pytest.approx(expected, rel=1e-9)
+    assert out * host_quantiles(own, SERVED_LEVELS) == pytest.approx(expected, rel=1e-9)
     # a job of 30 min still to run pushes the upper quantiles past the idle start's; the
     # median stays the carried view's
-    assert (expected[:, 1:] > own_reported[:, 1:]).all() and out[0, 0] == factors[0, 0]
+    assert (out[:, 1:] > factors[:, 1:]).all() and out[0, 0] == factors[0, 0]
     assert applied[0]["held_quantiles"]["p90"] == pytest.approx(held_reported[0, 1])
-    assert applied[0]["held_quantiles"]["p99.6"] == pytest.approx(held_reported[0, 4])
+    assert applied[0]["held_quantiles"]["p99.6"] == pytest.approx(held_reported[0, 3])
     idle_out, idle_applied = held_envelope(calibrated, [track], [day], [Backlog.idle()], at,
                                            own.mean, own, [0], factors, "lognormal")
     assert idle_out is factors and idle_applied == [None]
