@@ -118,6 +118,9 @@ class _Pending:
     pooled: np.ndarray
     decided: np.ndarray
     pool_decided: np.ndarray
+    # a pooled far-tail launch: the base quantiles its factors scale, scored against the
+    # factors as they stand when its outcome is known (ghs.manager.shadow_outcomes)
+    base: np.ndarray | None = None
 
 
 def _validate(stations: Sequence[Station], keys: Sequence[str], works: Sequence[float],
@@ -237,12 +240,17 @@ class _Run(SplitLaunches):
         for p in self.pending:
             elapsed = at - p.launch
             finished = p.launch + p.realised <= at
-            decided = ~p.decided & (finished | (elapsed > p.reported))
-            pool_decided = ~p.pool_decided & (finished | (elapsed > p.pooled))
+            calibrator = self.calibrators[p.key]
+            reported, pooled = p.reported, p.pooled
+            if p.base is not None:
+                reported = calibrator.adjust([p.row], p.base[None])[0]
+                pooled = calibrator.pool_adjust(p.base[None])[0]
+            decided = ~p.decided & (finished | (elapsed > reported))
+            pool_decided = ~p.pool_decided & (finished | (elapsed > pooled))
             if decided.any() or pool_decided.any():
-                self.calibrators[p.key].record([p.row], (p.realised > p.reported)[None],
-                                                (p.realised > p.pooled)[None],
-                                                decided[None], pool_decided[None])
+                calibrator.record([p.row], (p.realised > reported)[None],
+                                  (p.realised > pooled)[None], decided[None],
+                                  pool_decided[None])
                 p.decided |= decided
                 p.pool_decided |= pool_decided
             if not (p.decided.all() and p.pool_decided.all()):
@@ -266,8 +274,9 @@ class _Run(SplitLaunches):
         reported = calibrator.adjust([row], quantiles[None])[0]
         pooled = calibrator.pool_adjust(quantiles[None])[0]
         levels = np.zeros(quantiles.size, bool)
+        base = quantiles.copy() if name == RECOMBINED_TAIL else None
         self.pending.append(_Pending(row, (name, work), at, realised, reported, pooled,
-                                     levels, levels.copy()))
+                                     levels, levels.copy(), base))
         return np.maximum(reported, dedicated_seconds)
 
     # -- launches --------------------------------------------------------------------------

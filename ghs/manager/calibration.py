@@ -78,7 +78,9 @@ class _Shadow:
     candidates: np.ndarray | None
     view: str = "carried"
     decided: bool = False
-    # the pooled far tail's quantiles (seconds) and which of their outcomes were recorded
+    # the pooled far tail's base quantiles (seconds: the model's, which its factors scale;
+    # scored against the factors as they stand when the outcome is known, see
+    # ghs.manager.shadow_outcomes) and which of their outcomes were recorded
     tail: np.ndarray = field(default_factory=lambda: np.full(len(TAIL_LEVELS), np.inf))
     tail_decided: np.ndarray = field(
         default_factory=lambda: np.zeros(len(TAIL_LEVELS), bool))
@@ -362,7 +364,6 @@ class Calibration(CalibratedViews, ShadowOutcomes):
         own = len(LEVELS)
         for v, view in enumerate(self.views):
             reported_all = []
-            tails = [tail.factors([0])[0] for tail in self.tails[view]]
             for j, length in enumerate(self.lengths):
                 reported, pooled = self.calibrators[view][j].adjust_and_pool(
                     track.row, model_q[v, j, :own])
@@ -371,8 +372,7 @@ class Calibration(CalibratedViews, ShadowOutcomes):
                 reported_all.append(np.maximum(reported, float(length)))
                 track.pending.append(_Shadow(at, j, float(length), reported, pooled,
                                              None if candidates is None else candidates[j],
-                                             view, tail=np.maximum.accumulate(
-                                                 model_q[v, j, own:] * tails[j])))
+                                             view, tail=model_q[v, j, own:]))
             rows += [(LEDGER_NAMES[view][0], means[v], np.array(reported_all)),
                      (LEDGER_NAMES[view][1], means[v], model_q[v, :, :own])]
         if busy:  # the ledger keeps what a query is served (ghs.manager.envelope)

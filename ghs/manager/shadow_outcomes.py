@@ -38,8 +38,20 @@ class ShadowOutcomes:
         # (view, length) -> the misses and the pool's, in launch order: each calibrator
         # moved once for all of them (Calibrator.record_each, the same state as one by one)
         scores: dict[tuple[str, int], tuple[list[Any], list[Any]]] = {}
-        # (view, length) -> the pooled far tail's misses and which of them are known
-        tails: dict[tuple[str, int], tuple[list[Any], list[Any]]] = {}
+        # The far tail is scored against its factors as they stand at each outcome, not at
+        # launch, one outcome after another: a launch's outcome comes up to a day later, and
+        # at 0.996 a miss moves the factor 250 times as far as a cover, so the launches made
+        # before the first outcomes, all scored at the factor they were made with, ran it
+        # away (a 16 h length's to 5,000 on 16 LCG stations in two days). Scored as it
+        # moves, it tracks the level's quantile of realised over base.
+        def tail_now(shadow: Any) -> np.ndarray:
+            factors = self.tails[shadow.view][shadow.length].factors([0])[0]
+            return np.maximum.accumulate(shadow.tail * factors)
+
+        def score_tail(shadow: Any, missed: np.ndarray, known_now: np.ndarray) -> None:
+            self.tails[shadow.view][shadow.length].record([0], missed[None], missed[None],
+                                                          known_now[None])
+
         for shadow in track.pending:
             if shadow.launch >= now:
                 still.append(shadow)
@@ -51,9 +63,7 @@ class ShadowOutcomes:
                     misses.append(realised > shadow.reported)
                     pool.append(realised > shadow.pooled)
                 if not shadow.tail_decided.all():
-                    missed, known_now = tails.setdefault((shadow.view, shadow.length), ([], []))
-                    missed.append(realised > shadow.tail)
-                    known_now.append(~shadow.tail_decided)
+                    score_tail(shadow, realised > tail_now(shadow), ~shadow.tail_decided)
                 if shadow.candidates is not None:
                     self.weights.record([track.row], [realised], shadow.candidates[None])
                 if shadow.view == first_view:  # one outcome per launch and length
@@ -69,16 +79,14 @@ class ShadowOutcomes:
                 misses.append(np.ones(shadow.reported.shape, bool))
                 pool.append(shadow.pooled > 0)
                 shadow.decided = newly = True
-            passed = ~shadow.tail_decided & (shadow.launch + shadow.tail <= now)
+            tail = tail_now(shadow)
+            passed = ~shadow.tail_decided & (shadow.launch + tail <= now)
             if passed.any():
                 # the quantiles are non-decreasing: past one, past every one below it
                 for k in np.flatnonzero(passed)[::-1]:
-                    if outcomes.overran(shadow.launch, shadow.dedicated, float(shadow.tail[k])):
+                    if outcomes.overran(shadow.launch, shadow.dedicated, float(tail[k])):
                         passed[k + 1:] = False
-                        missed, known_now = tails.setdefault((shadow.view, shadow.length),
-                                                             ([], []))
-                        missed.append(np.ones(passed.shape, bool))
-                        known_now.append(passed)
+                        score_tail(shadow, np.ones(passed.shape, bool), passed)
                         shadow.tail_decided = shadow.tail_decided | passed
                         newly = True
                         break
@@ -86,8 +94,6 @@ class ShadowOutcomes:
                 still.append(shadow)
         for (view, length), (misses, pool) in scores.items():
             self.calibrators[view][length].record_each([track.row] * len(misses), misses, pool)
-        for (view, length), (missed, known_now) in tails.items():
-            self.tails[view][length].record([0] * len(missed), missed, missed, known_now)
         track.pending = still
         waiting = track.unknown_until
         if len(waiting) > len(still):

@@ -167,6 +167,31 @@ def test_a_launch_past_the_far_tail_is_a_miss_before_it_ends():
     store.close()
 
 
+def test_the_far_tail_is_scored_at_its_factor_as_it_stands_when_the_outcome_is_known():
+    """Launches made before any outcome is known all carry the factor of then; at 0.996 a
+    miss moves it 250 times as far as a cover. 200 launches of 15 min (base p99.6 1,000 s)
+    that each take 3,000 s, their outcomes arriving together: scored at the launch's factor,
+    all 200 would miss and the factor would run to e^20; scored at the factor as it moves,
+    it stops near the factor that covers them (3)."""
+    from ghs.manager.calibration import _Shadow
+    from ghs.manager.realised import Outcomes
+
+    store = ManagerStore(None)
+    calibration = Calibration(store, lengths_seconds=(900.0, 3600.0))
+    track = calibration.track("ws", 1)
+    # a minute in four free from the start: each 15 min task takes 3,000 s (to its start)
+    busy = series([15.0] * 24 * 60)
+    track.pending = [_Shadow(60.0 * k, 0, 900.0, np.array([1000.0, 1000.0, 1000.0]),
+                             np.array([1000.0, 1000.0, 1000.0]), None, "carried",
+                             tail=np.array([1000.0])) for k in range(200)]
+    calibration._settle("ws", track, Outcomes(busy), 86400.0)
+    tail = calibration.tails["carried"][0]
+    assert tail.scored[0, 0] == 200
+    factor = float(tail.factors([0])[0, 0])
+    assert 2.9 < factor < 4.0
+    store.close()
+
+
 def calibration_day(store):
     from ghs.manager.shadow_start import ShadowInputs, host_at
 
