@@ -286,8 +286,11 @@ def level_name(level: float) -> str:
 
 def pooled_calibrator(levels: tuple[float, ...] = TAIL_LEVELS) -> Calibrator:
     """One correction per level of ``levels`` shared by every host: a single row that every
-    host's launches score, with no prior (its long-run miss rate over all the hosts'
-    launches is 1 - level, as a row's own is over its launches)."""
+    host's launches score, with no prior. Its users score each outcome at the factor as it
+    stands when the outcome is known, one after another (the manager and the back-test):
+    then it tracks the level's quantile of realised over base time. Scored at the factor a
+    launch was made with, launches in flight before the first outcomes ran a far level's
+    factor away (a miss moves it (level / (1 - level)) times as far as a cover)."""
     return Calibrator(1, ConformalSettings(levels=levels, prior_launches=0.0))
 
 
