@@ -306,3 +306,25 @@ def test_a_split_is_also_scored_as_a_manager_serves_it_from_each_hosts_own_recor
     gaps = np.abs(gaps)
     assert np.median(gaps) < 0.01 and np.quantile(gaps, 0.9) < 0.03 and gaps.max() < 0.1
 
+
+
+def test_the_pooled_far_tail_is_scored_at_its_factor_as_it_moves():
+    """As a manager's (ghs.manager.shadow_outcomes): 200 shadow launches of 15 min whose
+    p99.6 base is 1,000 s and which each take 3,000 s, all known together. Scored at the
+    factor each was launched with they would all miss and run the factor to e^20; scored
+    one after another at the factor as it stands, it stops near the one that covers (3)."""
+    from ghs.backtest.engine import _Run
+    from ghs.backtest.split import RECOMBINED_TAIL
+
+    rows = _rows(5, 1.0)
+    station = Station("s", tuple(rows))
+    trace = None  # the runs' traces are not read by the calibrators
+    run = _Run([station], ["s.csv"], [trace], np.array([86400.0]), np.array([HOUR]),
+               BacktestSettings(parallel=True, calibration_lengths_seconds=(900.0, HOUR)))
+    for k in range(200):
+        run._calibrate(RECOMBINED_TAIL, 0, 900.0, 60.0 * k, 3000.0, np.array([1000.0]),
+                       900.0)
+    run.settle(86400.0)
+    tail = run.calibrators[RECOMBINED_TAIL, 900.0]
+    assert tail.scored[0, 0] == 200
+    assert 2.9 < float(tail.factors([0])[0, 0]) < 4.0
