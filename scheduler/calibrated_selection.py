@@ -223,9 +223,8 @@ def _exact_knots(rows: Servers, factors: np.ndarray, levels: np.ndarray,
                  dedicated_seconds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(n, levels) F of each row's single server type (n, 1) at its reported quantiles (its
     model quantiles times ``factors``, not before ``dedicated_seconds``), non-decreasing,
-    and those quantiles (seconds):
-    where F = L, 1 - q sf(x - t) = L^(1 / mult), at t itself within the atom P(no
-    interruption)."""
+    and those quantiles (seconds). Where F = L, 1 - q sf(x - t) = L^(1 / mult), at t itself
+    within the atom P(no interruption)."""
     t, q = rows.t[:, :1], rows.q[:, :1]
     need = -np.expm1(np.log(levels)[None, :] / np.maximum(rows.mult[:, :1], 1.0))
     atom = need >= q
