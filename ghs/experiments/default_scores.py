@@ -3,15 +3,19 @@
 The launch experiments (``error-vs-length``, ``calibration``, ``error-sources``) build their
 workstations as job streams and launch tasks every few hours. The default a manager serves
 (``calibrated``: the run-window forecast of the measured load, idle start, quantiles corrected
-per host by adaptive conformal inference; with several hosts the state start) is scored by the
-back-test engine (:func:`ghs.backtest.run_backtest`) on the same streams, with the same launch
+per host by adaptive conformal inference) is scored by the back-test engine (:func:`ghs.backtest.run_backtest`) on the same streams, with the same launch
 times and task lengths, so its figures sit beside the paper model's on the same tasks. The
 engine replays each stream through the real sampler and the agent's streams, calibrates on
 hourly shadow launches from a day before the first scored launch, and walks the stream for the
 realised time exactly as the experiments do (:func:`scheduler.trace_simulation.simulate_trace_many`
 from the backlog earlier jobs left), so a one-workstation task's realised time is the
 experiment's simulated one. A task split over the stations is split by each predictor's own
-view, so its realised time is its own (``NAME_realised``).
+view, so its realised time is its own (``NAME_realised``); its default is what a manager serves
+for a split (``calibrated-hosts``: each station's law from its state, calibrated on that
+station's own single-host record and the far tail pooled over the stations, the laws
+recombined), not the back-test's ``calibrated`` column, which calibrates the split on the
+split launches themselves (16 a length in these experiments, too few for the adaptive steps
+to settle).
 """
 
 from __future__ import annotations
@@ -23,12 +27,19 @@ import numpy as np
 
 from ghs.agent.replay import DEFAULT_ZERO_EPOCH_SECONDS
 from ghs.agent.replay import Station as ReplayStation
-from ghs.backtest import DEFAULT_PREDICTOR, BacktestSettings, run_backtest
+from ghs.backtest import DEFAULT_PREDICTOR, RECOMBINED, BacktestSettings, run_backtest
 from ghs.config import SensorConfig
 from ghs.experiments.launches import HOUR_SECONDS, LEVELS, Sampling, Station
 
-# column name in the experiments' task tables -> the engine's predictor
+# column name in the experiments' task tables -> the engine's predictor (single tasks)
 ENGINE_PREDICTORS = {"default": DEFAULT_PREDICTOR, "engine_paper": "paper"}
+# ... and for a split task: the default is the split a manager serves
+PARALLEL_ENGINE_PREDICTORS = {"default": RECOMBINED, "engine_paper": "paper"}
+
+
+def engine_predictors(parallel: bool) -> dict[str, str]:
+    """Column name -> the engine predictor scored under it, for split or single tasks."""
+    return dict(PARALLEL_ENGINE_PREDICTORS if parallel else ENGINE_PREDICTORS)
 _USER, _COMMAND = "local", "job"  # the streams carry no owner or program
 
 
@@ -53,7 +64,7 @@ def replay_stations(stations: Sequence[Station], boot_seconds: float) -> list[Re
 def score(stations: Sequence[Station], launches: np.ndarray, works_seconds: Sequence[float], *,
           boot_seconds: float, sampling: Sampling, seed: int, parallel: bool
           ) -> dict[str, np.ndarray]:
-    """Each of ``ENGINE_PREDICTORS`` on the experiment's tasks, as task-table columns.
+    """Each of :func:`engine_predictors` on the experiment's tasks, as task-table columns.
 
     ``launches``: the experiment's launch times (seconds on the streams' clock, whole hours,
     evenly spaced); ``boot_seconds``: the whole hour the streams start from. Single tasks:
@@ -77,9 +88,10 @@ def score(stations: Sequence[Station], launches: np.ndarray, works_seconds: Sequ
     keys = [station.name for station in stations]
     result = run_backtest(replay_stations(stations, boot_seconds), keys, work, settings)
     rows = 1 if parallel else len(stations)
+    predictors = engine_predictors(parallel)
     table = {name: np.full((rows, launch.size, work.size, len(LEVELS) + 2), np.nan)
-             for name in ENGINE_PREDICTORS}
-    by_engine = {engine: name for name, engine in ENGINE_PREDICTORS.items()}
+             for name in predictors}
+    by_engine = {engine: name for name, engine in predictors.items()}
     station_row = {key: k for k, key in enumerate(keys)}
     for record in result["launches"]:
         name = by_engine.get(record["predictor"])

@@ -194,7 +194,8 @@ def show_error_vs_length(console: Any, result: dict[str, Any]) -> None:
         "share of tasks finished by the predicted quantile. (-n): tasks censored (still "
         "running when the known stream ended). default: the served predictor (calibrated: "
         "forecast of the run window's load, quantiles calibrated per host on its record; "
-        "split tasks start from each station's state), back-tested on the same stations, "
+        "split tasks as a manager serves them: each station's law from its state, calibrated on "
+        "its own record, the laws recombined), back-tested on the same stations, "
         "launches and lengths; p90/p50: median width of the predicted interval.")
 
 
