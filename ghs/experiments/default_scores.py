@@ -3,19 +3,19 @@
 The launch experiments (``error-vs-length``, ``calibration``, ``error-sources``) build their
 workstations as job streams and launch tasks every few hours. The default a manager serves
 (``calibrated``: the run-window forecast of the measured load, idle start, quantiles corrected
-per host by adaptive conformal inference) is scored by the back-test engine (:func:`ghs.backtest.run_backtest`) on the same streams, with the same launch
-times and task lengths, so its figures sit beside the paper model's on the same tasks. The
-engine replays each stream through the real sampler and the agent's streams, calibrates on
-hourly shadow launches from a day before the first scored launch, and walks the stream for the
-realised time exactly as the experiments do (:func:`scheduler.trace_simulation.simulate_trace_many`
-from the backlog earlier jobs left), so a one-workstation task's realised time is the
-experiment's simulated one. A task split over the stations is split by each predictor's own
-view, so its realised time is its own (``NAME_realised``); its default is what a manager serves
-for a split (``calibrated-hosts``: each station's law from its state, calibrated on that
-station's own single-host record and the far tail pooled over the stations, the laws
-recombined), not the back-test's ``calibrated`` column, which calibrates the split on the
-split launches themselves (16 a length in these experiments, too few for the adaptive steps
-to settle).
+per host by adaptive conformal inference) is scored by the back-test engine
+(:func:`ghs.backtest.run_backtest`) on the same streams, with the same launch times and task
+lengths, so its figures sit beside the paper model's on the same tasks. The engine replays
+each stream through the real sampler and the agent's streams, calibrates on hourly shadow
+launches from a day before the first scored launch, and walks the stream for the realised time
+exactly as the experiments do (:func:`scheduler.trace_simulation.simulate_trace_many` from the
+backlog earlier jobs left), so a one-workstation task's realised time is the experiment's
+simulated one. A task split over the stations is split by each predictor's own view, so its
+realised time is its own (``NAME_realised``); its default is what a manager serves for a split
+(``calibrated-hosts``: each station's law from its state, calibrated on that station's own
+single-host record and the far tail pooled over the stations, the laws recombined), not the
+back-test's ``calibrated`` column, which calibrates the split on the split launches themselves
+(16 a length in these experiments, too few for the adaptive steps to settle).
 """
 
 from __future__ import annotations
