@@ -26,7 +26,9 @@ record (``shadow_every``, from ``shadow_lead`` before the first scored launch), 
 the scored launches: with launches every 3 h a calibrator of one task length saw some 60
 outcomes in 10 days, too few for the adaptive steps to settle. An outcome feeds the
 calibrator only once known at a later hour: when the task has finished, or (a miss) once it
-has run past a reported quantile. With ``parallel``, one task of each length is split over all
+has run past a reported quantile, and it is scored against the quantiles its calibrator
+reports as it stands then (the launch's model quantiles times the factors of then), one
+outcome after another, as a manager's are (:mod:`ghs.manager.shadow_outcomes`). With ``parallel``, one task of each length is split over all
 stations by each predictor's own equal-mean view and completes with its slowest share; its
 calibration is per task length on the parallel (shadow and scored) launches themselves (the
 per-host laws are not recombined). Beside it, ``calibrated-hosts`` (``RECOMBINED``) is what a
@@ -108,19 +110,17 @@ class BacktestSettings:
 
 @dataclass
 class _Pending:
-    """A calibrated launch whose outcome is not yet fully known."""
+    """A calibrated launch whose outcome is not yet fully known: the model quantiles its
+    calibrator's factors scale (seconds), scored against the factors as they stand when
+    each outcome is known (ghs.manager.shadow_outcomes says why)."""
 
     row: int
     key: tuple[str, float]
     launch: float
     realised: float
-    reported: np.ndarray
-    pooled: np.ndarray
+    base: np.ndarray
     decided: np.ndarray
     pool_decided: np.ndarray
-    # a pooled far-tail launch: the base quantiles its factors scale, scored against the
-    # factors as they stand when its outcome is known (ghs.manager.shadow_outcomes)
-    base: np.ndarray | None = None
 
 
 def _validate(stations: Sequence[Station], keys: Sequence[str], works: Sequence[float],
@@ -241,10 +241,8 @@ class _Run(SplitLaunches):
             elapsed = at - p.launch
             finished = p.launch + p.realised <= at
             calibrator = self.calibrators[p.key]
-            reported, pooled = p.reported, p.pooled
-            if p.base is not None:
-                reported = calibrator.adjust([p.row], p.base[None])[0]
-                pooled = calibrator.pool_adjust(p.base[None])[0]
+            reported = calibrator.adjust([p.row], p.base[None])[0]
+            pooled = calibrator.pool_adjust(p.base[None])[0]
             decided = ~p.decided & (finished | (elapsed > reported))
             pool_decided = ~p.pool_decided & (finished | (elapsed > pooled))
             if decided.any() or pool_decided.any():
@@ -272,11 +270,9 @@ class _Run(SplitLaunches):
             return reported_quantiles(quantiles, length_factors(table, self.lengths, work),
                                       dedicated_seconds)
         reported = calibrator.adjust([row], quantiles[None])[0]
-        pooled = calibrator.pool_adjust(quantiles[None])[0]
         levels = np.zeros(quantiles.size, bool)
-        base = quantiles.copy() if name == RECOMBINED_TAIL else None
-        self.pending.append(_Pending(row, (name, work), at, realised, reported, pooled,
-                                     levels, levels.copy(), base))
+        self.pending.append(_Pending(row, (name, work), at, realised, quantiles.copy(), levels,
+                                     levels.copy()))
         return np.maximum(reported, dedicated_seconds)
 
     # -- launches --------------------------------------------------------------------------

@@ -73,14 +73,14 @@ class _Shadow:
     launch: float
     length: int
     dedicated: float
-    reported: np.ndarray
-    pooled: np.ndarray
+    # the model's quantiles at the host's own levels (seconds), which its calibrator's
+    # factors scale: scored against the factors as they stand when the outcome is known
+    # (ghs.manager.shadow_outcomes says why), not those of the launch
+    base: np.ndarray
     candidates: np.ndarray | None
     view: str = "carried"
     decided: bool = False
-    # the pooled far tail's base quantiles (seconds: the model's, which its factors scale;
-    # scored against the factors as they stand when the outcome is known, see
-    # ghs.manager.shadow_outcomes) and which of their outcomes were recorded
+    # the same for the pooled far tail's levels, and which of their outcomes were recorded
     tail: np.ndarray = field(default_factory=lambda: np.full(len(TAIL_LEVELS), np.inf))
     tail_decided: np.ndarray = field(
         default_factory=lambda: np.zeros(len(TAIL_LEVELS), bool))
@@ -365,12 +365,12 @@ class Calibration(CalibratedViews, ShadowOutcomes):
         for v, view in enumerate(self.views):
             reported_all = []
             for j, length in enumerate(self.lengths):
-                reported, pooled = self.calibrators[view][j].adjust_and_pool(
-                    track.row, model_q[v, j, :own])
+                base = model_q[v, j, :own]
+                reported = self.calibrators[view][j].adjust([track.row], base[None])[0]
                 # served never before the dedicated time (the calibrated law's floor);
                 # the calibrator learns from its own quantiles (scheduler.calibrated)
                 reported_all.append(np.maximum(reported, float(length)))
-                track.pending.append(_Shadow(at, j, float(length), reported, pooled,
+                track.pending.append(_Shadow(at, j, float(length), base,
                                              None if candidates is None else candidates[j],
                                              view, tail=model_q[v, j, own:]))
             rows += [(LEDGER_NAMES[view][0], means[v], np.array(reported_all)),

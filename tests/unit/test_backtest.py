@@ -328,3 +328,23 @@ def test_the_pooled_far_tail_is_scored_at_its_factor_as_it_moves():
     tail = run.calibrators[RECOMBINED_TAIL, 900.0]
     assert tail.scored[0, 0] == 200
     assert 2.9 < float(tail.factors([0])[0, 0]) < 4.0
+
+
+@pytest.mark.parametrize("name", ["calibrated", "calibrated-hosts"])
+def test_a_stations_own_levels_are_scored_at_their_factors_as_they_move(name):
+    """The same for a station's own p50, p90 and p95, on the single tasks' calibrators and
+    on the split's per-station ones: scored at the factors each launch was made with, all
+    200 would miss and run the p95 factor to e^19; as they move, each stops near 3."""
+    from ghs.backtest.engine import _Run
+
+    station = Station("s", tuple(_rows(5, 1.0)))
+    run = _Run([station], ["s.csv"], [None], np.array([86400.0]), np.array([HOUR]),
+               BacktestSettings(parallel=name == "calibrated-hosts",
+                                calibration_lengths_seconds=(900.0, HOUR)))
+    for k in range(200):
+        run._calibrate(name, 0, 900.0, 60.0 * k, 3000.0, np.full(3, 1000.0), 900.0)
+    run.settle(86400.0)
+    own = run.calibrators[name, 900.0]
+    assert (own.scored[0] == 200).all()
+    factors = own.factors([0])[0]
+    assert ((factors > 2.9) & (factors < 4.0)).all(), factors

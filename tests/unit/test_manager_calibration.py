@@ -149,9 +149,8 @@ def test_a_launch_past_the_far_tail_is_a_miss_before_it_ends():
     track = calibration.track("ws", 1)
     # two hours without a free second: a 15-minute task launched at 0 has not ended
     stalled = series([0.0] * 120)
-    track.pending = [_Shadow(0.0, 0, 900.0, np.array([1000.0, 1500.0, 2000.0]),
-                             np.array([1000.0, 1500.0, 2000.0]), None, "carried",
-                             tail=np.array([2400.0, 3000.0, 4000.0]))]
+    track.pending = [_Shadow(0.0, 0, 900.0, np.array([1000.0, 1500.0, 2000.0]), None,
+                             "carried", tail=np.array([2400.0, 3000.0, 4000.0]))]
     own, tail = calibration.calibrators["carried"][0], calibration.tails["carried"][0]
     calibration._settle("ws", track, Outcomes(stalled), 2500.0)
     # past its p95: a miss of the host's own levels and of the tail's first; the others
@@ -181,14 +180,35 @@ def test_the_far_tail_is_scored_at_its_factor_as_it_stands_when_the_outcome_is_k
     track = calibration.track("ws", 1)
     # a minute in four free from the start: each 15 min task takes 3,000 s (to its start)
     busy = series([15.0] * 24 * 60)
-    track.pending = [_Shadow(60.0 * k, 0, 900.0, np.array([1000.0, 1000.0, 1000.0]),
-                             np.array([1000.0, 1000.0, 1000.0]), None, "carried",
-                             tail=np.array([1000.0])) for k in range(200)]
+    track.pending = [_Shadow(60.0 * k, 0, 900.0, np.array([1000.0, 1000.0, 1000.0]), None,
+                             "carried", tail=np.array([1000.0])) for k in range(200)]
     calibration._settle("ws", track, Outcomes(busy), 86400.0)
     tail = calibration.tails["carried"][0]
     assert tail.scored[0, 0] == 200
     factor = float(tail.factors([0])[0, 0])
     assert 2.9 < factor < 4.0
+    store.close()
+
+
+def test_a_hosts_own_levels_are_scored_at_their_factors_as_they_stand():
+    """The same for the host's own p50, p90 and p95: 200 launches of 15 min (base quantiles
+    1,000 s) that each take 3,000 s, known together. Scored at the launch's factors all 200
+    would miss, and the p95 factor would run to e^19 (p90 e^18, p50 e^10); scored at the
+    factors as they move, each stops near the one that covers them (3)."""
+    from ghs.manager.calibration import _Shadow
+    from ghs.manager.realised import Outcomes
+
+    store = ManagerStore(None)
+    calibration = Calibration(store, lengths_seconds=(900.0, 3600.0))
+    track = calibration.track("ws", 1)
+    busy = series([15.0] * 24 * 60)
+    track.pending = [_Shadow(60.0 * k, 0, 900.0, np.array([1000.0, 1000.0, 1000.0]), None,
+                             "carried", tail=np.array([1000.0])) for k in range(200)]
+    calibration._settle("ws", track, Outcomes(busy), 86400.0)
+    own = calibration.calibrators["carried"][0]
+    assert (own.scored[track.row] == 200).all()
+    factors = own.factors([track.row])[0]
+    assert ((factors > 2.9) & (factors < 4.0)).all(), factors
     store.close()
 
 
