@@ -5,7 +5,8 @@ quantiles at ``levels``. A host's calibrated CDF is phi_k(F_k(x)) (:func:`level_
 model CDF, phi_k the piecewise-linear map of [0, 1] through (F_k(reported quantile), level), so
 its quantiles at ``levels`` are the reported ones; past the host's own last level (between
 its p95 and the pooled far tail's p99.6) it is a power law in time through the reported
-quantiles instead (:func:`_power_tail`). A divisible task finishes with its slowest
+quantiles instead, going on past the last one where it is the later finish
+(:func:`_power_tail`). A divisible task finishes with its slowest
 share, so the task's calibrated CDF is the product over hosts. Everything is evaluated on one
 geometric grid of times shared by all hosts (``GRID_POINTS``), vectorised over hosts.
 """
@@ -161,8 +162,13 @@ def _power_tail(mapped: np.ndarray, times: np.ndarray, reported: np.ndarray,
     and (r_b, l_b). Between its own p95 and the pooled far tail the model's own shape is
     what calibration found wrong (a burst, not the model's thin tail, makes the slowest
     shares), and following it put a split's reading point (each share's 0.9^(1/n) level:
-    0.993 for 16 hosts) next to the p95. Only the rows ``working`` (hosts, bool): a host
-    without a share is finished from the start. In place; returns ``mapped``."""
+    0.993 for 16 hosts) next to the p95. Past the last reported quantile the last
+    segment's power law goes on wherever it is later than the level map's (the model's thin
+    tail put a split's p95 over 32 hosts, each share's 0.9984 level, next to the p99.6: in
+    a heavy-tailed world it covered .89). The law is still read on the grid only: mass
+    past the grid's end is lost to the moments and the task's quantiles stop there. Only
+    the rows ``working`` (hosts, bool): a host without a share is finished from the start.
+    In place; returns ``mapped``."""
     nominal = np.asarray(levels, dtype=float)
     for a in np.flatnonzero(nominal[:-1] >= TAIL_FROM):
         low, high = reported[:, a:a + 1], reported[:, a + 1:a + 2]
@@ -178,6 +184,14 @@ def _power_tail(mapped: np.ndarray, times: np.ndarray, reported: np.ndarray,
         tail = 1.0 - (1.0 - nominal[a]) * np.exp(beta * np.log(np.where(inside, x, r_a) / r_a))
         block = mapped[rows]
         block[inside] = tail[inside]
+        if a + 2 == nominal.size:
+            # past the last reported quantile the same power law goes on where it is the
+            # later finish: a split of n shares reads each near 0.95^(1/n), past the pooled
+            # p99.6 from 11 hosts up, where the model's thin tail put nothing
+            past = x > r_b
+            on = 1.0 - (1.0 - nominal[a + 1]) * np.exp(beta * np.log(np.where(past, x, r_b)
+                                                                      / r_b))
+            block[past] = np.minimum(block[past], on[past])
         mapped[rows] = block
     return mapped
 

@@ -16,7 +16,9 @@ percentile over 4,200 random sets), for about half the cost:
 - each member's CDF once, on its set's grid columns from just before the set's first start
   (every F is 0 before) to where every F rounds to 1 or the grid ends: its quantiles and F at
   the reported ones are read there as the served law reads them, and the task's and the
-  model's CDFs follow (before the window both are 0: every level map keeps 0 at 0).
+  model's CDFs follow (before the window both are 0: every level map keeps 0 at 0). With the
+  pooled far-tail level the window goes on to the grid's end, F taken as 1 there without
+  evaluating it: the calibrated law's power law goes on past the last reported quantile.
 
 Without a backlog only: a host is then one server type, F = (1 - q sf(x - t))^mult, in the
 served law's arithmetic (a backlog's laws are mixtures, scored by the quadrature as before).
@@ -30,7 +32,13 @@ from typing import Any
 
 import numpy as np
 
-from scheduler.calibrated import GRID_POINTS, _level_map, _power_tail, reported_quantiles
+from scheduler.calibrated import (
+    GRID_POINTS,
+    TAIL_FROM,
+    _level_map,
+    _power_tail,
+    reported_quantiles,
+)
 from scheduler.calibrated_selection import _quantiles, _window_cdf
 from scheduler.model import Servers, with_vanishing_interruption
 
@@ -82,19 +90,22 @@ def screen_moments(servers: Any, dedicated_seconds: np.ndarray, factors: np.ndar
     end = np.maximum.reduceat(bounds[:, 1], starts)
     stop = np.clip(np.ceil((np.log(end) - log_low) / log_step), 0, last).astype(np.int64)
     width = int((stop - first).max()) + 1
-    columns = np.minimum(first[:, None] + np.arange(width), last)
+    # with a level past the host's own ones, the power law goes on past the last reported
+    # quantile (calibrated._power_tail), where every F is 1: to the grid's end, as served
+    tail = len(levels) > 1 and levels[-2] >= TAIL_FROM
+    full = int((last - first).max()) + 1 if tail else width
+    columns = np.minimum(first[:, None] + np.arange(full), last)
     window = np.take_along_axis(grid, columns, axis=1)  # (B, W), repeated last point past it
     pair_window = window[pair_set]
+    cdf = np.ones_like(pair_window)
     with np.errstate(invalid="ignore"):
-        cdf = np.maximum.accumulate(_cdf(pairs, pair_window), axis=1)
+        cdf[:, :width] = np.maximum.accumulate(_cdf(pairs, pair_window[:, :width]), axis=1)
     model_q = _quantiles(pair_window, cdf, levels)
     reported = reported_quantiles(model_q, factors[pair_set, pair_host], t)
     knots = np.clip(np.maximum.accumulate(_interp_columns(
         cdf, reported, log_low[pair_set], log_step[pair_set], first[pair_set], pair_window),
         axis=1), 0.0, 1.0)
     # before the window both CDFs are 0 (every map keeps 0 at 0), so the gap is too
-    # (a member's far-tail quantile past where its F rounds to 1 would be cut at the
-    # window's end: with the model's tails and pooled factors near 4.5, never in the tests)
     mapped = _power_tail(_level_map(cdf, knots, levels), pair_window, reported, levels,
                          np.ones(len(pair_set), dtype=bool))
     task = np.maximum.accumulate(np.multiply.reduceat(mapped, starts, axis=0), axis=1)

@@ -27,7 +27,8 @@ def _log_route_host_cdf(prediction, x):
 
 def _straightforward_law(prediction, factors, grid, levels=LEVELS):
     """The calibrated task CDF on ``grid`` computed point by point with conformal.level_map,
-    and past each host's own last level a power law in time through its reported quantiles."""
+    and past each host's own last level a power law in time through its reported quantiles,
+    going on past the last where it is the later finish."""
     levels = np.asarray(levels)
     cdf = np.maximum.accumulate(np.clip(_log_route_host_cdf(prediction, grid), 0, 1), axis=1)
     model_q = np.array([[np.interp(q, row, grid) if row[0] < q else grid[0] for q in levels]
@@ -49,6 +50,10 @@ def _straightforward_law(prediction, factors, grid, levels=LEVELS):
             for i, x in enumerate(grid):
                 if row[a] <= x <= row[a + 1]:
                     mapped[k, i] = 1 - (1 - levels[a]) * (x / row[a]) ** exponent
+                elif x > row[a + 1] and a + 2 == levels.size:
+                    # past the last reported quantile it goes on, where it is the later
+                    mapped[k, i] = min(mapped[k, i],
+                                       1 - (1 - levels[a]) * (x / row[a]) ** exponent)
     return np.maximum.accumulate(np.prod(mapped, axis=0)), reported
 
 

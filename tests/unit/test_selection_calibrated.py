@@ -358,6 +358,28 @@ def test_the_search_screen_scores_sets_as_the_exact_criterion_does(with_backlog,
     assert error.max() < 5e-3
 
 
+def test_the_screen_carries_the_far_tail_past_where_every_model_cdf_is_one():
+    # light owners' jobs (CoV 0.3, utilisation 2-10%): every model F rounds to 1 well before
+    # the served grid's end, while the calibrated law's power law goes on past its p99.6;
+    # a screen that stopped where the model's F is 1 read criteria 10-16% short
+    from scheduler import Host
+
+    rng = np.random.default_rng(5)
+    hosts = [Host(f"h{k}", lam=rho / mean, mu=1 / mean, sigma=0.3 * mean, rho=rho)
+             for k, (rho, mean) in enumerate(zip(rng.uniform(0.02, 0.1, 10),
+                                                 rng.uniform(5.0, 60.0, 10)))]
+    calibration = random_calibration(rng, hosts, 0.4, SERVED_LEVELS)
+    evaluator = SetEvaluator(_arrays(hosts, None), 10 * 3600.0, "lognormal", "equal-mean",
+                             calibration, [h.name for h in hosts])
+    sizes = rng.integers(1, 11, 40)
+    members = np.zeros((40, 10), dtype=int)
+    for row, size in enumerate(sizes):
+        members[row, :size] = rng.choice(10, size, replace=False)
+    valid = np.arange(10)[None, :] < sizes[:, None]
+    exact = evaluator.dense(members, valid, 1e-5)
+    assert evaluator.dense(members, valid, _SEARCH_TOL) == pytest.approx(exact, rel=1e-4)
+
+
 def test_a_hosts_exact_knots_are_those_of_its_cdf_on_a_fine_grid():
     # the host ranking's level maps: F at the reported quantiles in closed form, against the
     # quantiles and F read on a 20,000-point grid of each host's own law
