@@ -28,8 +28,9 @@ outcomes in 10 days, too few for the adaptive steps to settle. An outcome feeds 
 calibrator only once known at a later hour: when the task has finished, or (a miss) once it
 has run past a reported quantile, and it is scored against the quantiles its calibrator
 reports as it stands then (the launch's model quantiles times the factors of then), one
-outcome after another, as a manager's are (:mod:`ghs.manager.shadow_outcomes`). With ``parallel``, one task of each length is split over all
-stations by each predictor's own equal-mean view and completes with its slowest share; its
+outcome after another, as a manager's are (:mod:`ghs.manager.shadow_outcomes`). With
+``parallel``, one task of each length is split over all stations by each predictor's own
+equal-mean view and completes with its slowest share; its
 calibration is per task length on the parallel (shadow and scored) launches themselves (the
 per-host laws are not recombined). Beside it, ``calibrated-hosts`` (``RECOMBINED``) is what a
 manager serves for a split: every hour each station also makes a single-host shadow launch at
