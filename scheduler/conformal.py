@@ -114,8 +114,15 @@ class Calibrator(RowState):
         """(:meth:`adjust`, :meth:`pool_adjust`) of one host's (levels,) model quantiles,
         each (levels,): the same figures, checked once (a refresh asks for both for every
         host, length and view)."""
-        idx = self.rows([host_index])
         q = self._quantiles(quantiles, 1)[0]
+        own, pool = self.factors_and_pool(host_index)
+        return np.maximum.accumulate(q * own), np.maximum.accumulate(q * pool)
+
+    def factors_and_pool(self, host_index: int) -> tuple[np.ndarray, np.ndarray]:
+        """(levels,) factors of one host (:meth:`factors`) and of the pool, to the bit those
+        :meth:`adjust_and_pool` scales by (a refresh scoring a host's pending launches one
+        after another reads them again only after each outcome moves them)."""
+        idx = self.rows([host_index])
         row, pool = int(idx[0]), self.pool_theta
         n = float(self.scored[row, 0]) if (self.scored[row] == self.scored[row, 0]).all() \
             else None
@@ -127,8 +134,7 @@ class Calibrator(RowState):
             k = self.settings.prior_launches
             own = self.theta[row] if n > 0 else pool
             effective = own if k == 0 else (n * own + k * pool) / (n + k)
-        return (np.maximum.accumulate(q * np.exp(effective)),
-                np.maximum.accumulate(q * np.exp(pool)))
+        return np.exp(effective), np.exp(pool)
 
     def update(self, host_indices: Any, realised: Any, quantiles: Any) -> np.ndarray:
         """Score finished launches (one per entry; a host may repeat) and move the corrections.

@@ -44,13 +44,23 @@ class ShadowOutcomes:
         # times) it left Poisson hosts' 4-16 h factors at 1.6-1.7 where 1.03-1.05 cover,
         # and a split over them covered its p50 100% of the time. Scored as it moves, a
         # factor tracks its level's quantile of realised over base.
+        # (view, length) -> the host's and the pool's factors as they stand: read again
+        # only after an outcome moves them (dozens of launches are pending, every hour)
+        standing: dict[tuple[str, int], tuple[np.ndarray, np.ndarray]] = {}
+
         def own_now(shadow: Any) -> tuple[np.ndarray, np.ndarray]:
-            return self.calibrators[shadow.view][shadow.length].adjust_and_pool(
-                track.row, shadow.base)
+            key = (shadow.view, shadow.length)
+            factors = standing.get(key)
+            if factors is None:
+                factors = standing[key] = self.calibrators[shadow.view][
+                    shadow.length].factors_and_pool(track.row)
+            return (np.maximum.accumulate(shadow.base * factors[0]),
+                    np.maximum.accumulate(shadow.base * factors[1]))
 
         def score_own(shadow: Any, missed: np.ndarray, pool_missed: np.ndarray) -> None:
             self.calibrators[shadow.view][shadow.length].record_each(
                 [track.row], missed[None], pool_missed[None])
+            standing.pop((shadow.view, shadow.length), None)
 
         def tail_now(shadow: Any) -> np.ndarray:
             factors = self.tails[shadow.view][shadow.length].factors([0])[0]
