@@ -170,29 +170,28 @@ def _power_tail(mapped: np.ndarray, times: np.ndarray, reported: np.ndarray,
     the rows ``working`` (hosts, bool): a host without a share is finished from the start.
     In place; returns ``mapped``."""
     nominal = np.asarray(levels, dtype=float)
+    x = np.broadcast_to(times, mapped.shape)
     for a in np.flatnonzero(nominal[:-1] >= TAIL_FROM):
-        low, high = reported[:, a:a + 1], reported[:, a + 1:a + 2]
-        rising = (high > low)[:, 0] & (low[:, 0] > 0) & working
+        r_a, r_b = reported[:, a], reported[:, a + 1]
+        rising = (r_b > r_a) & (r_a > 0) & working
         if not rising.any():
             continue
-        rows = np.flatnonzero(rising)
-        x = np.broadcast_to(times, mapped.shape)[rows]
-        r_a, r_b = low[rows], high[rows]
-        beta = np.log((1.0 - nominal[a + 1]) / (1.0 - nominal[a])) / np.log(r_b / r_a)
-        inside = (x >= r_a) & (x <= r_b)
-        # read only inside [r_a, r_b]: far below r_a the power overflows
-        tail = 1.0 - (1.0 - nominal[a]) * np.exp(beta * np.log(np.where(inside, x, r_a) / r_a))
-        block = mapped[rows]
-        block[inside] = tail[inside]
+        beta = np.zeros(r_a.shape)
+        beta[rising] = (np.log((1.0 - nominal[a + 1]) / (1.0 - nominal[a]))
+                        / np.log(r_b[rising] / r_a[rising]))
+        # only the points inside [r_a, r_b] are drawn: far below r_a the power overflows,
+        # and most points lie outside (a few in a hundred past the p95)
+        rows, cols = np.nonzero(rising[:, None] & (x >= r_a[:, None]) & (x <= r_b[:, None]))
+        mapped[rows, cols] = 1.0 - (1.0 - nominal[a]) * np.exp(
+            beta[rows] * np.log(x[rows, cols] / r_a[rows]))
         if a + 2 == nominal.size:
             # past the last reported quantile the same power law goes on where it is the
             # later finish: a split of n shares reads each near 0.95^(1/n), past the pooled
             # p99.6 from 11 hosts up, where the model's thin tail put nothing
-            past = x > r_b
-            on = 1.0 - (1.0 - nominal[a + 1]) * np.exp(beta * np.log(np.where(past, x, r_b)
-                                                                      / r_b))
-            block[past] = np.minimum(block[past], on[past])
-        mapped[rows] = block
+            rows, cols = np.nonzero(rising[:, None] & (x > r_b[:, None]))
+            on = 1.0 - (1.0 - nominal[a + 1]) * np.exp(
+                beta[rows] * np.log(x[rows, cols] / r_b[rows]))
+            mapped[rows, cols] = np.minimum(mapped[rows, cols], on)
     return mapped
 
 

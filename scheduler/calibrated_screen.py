@@ -106,8 +106,10 @@ def screen_moments(servers: Any, dedicated_seconds: np.ndarray, factors: np.ndar
         cdf, reported, log_low[pair_set], log_step[pair_set], first[pair_set], pair_window),
         axis=1), 0.0, 1.0)
     # before the window both CDFs are 0 (every map keeps 0 at 0), so the gap is too
-    mapped = _power_tail(_level_map(cdf, knots, levels), pair_window, reported, levels,
-                         np.ones(len(pair_set), dtype=bool))
+    # past ``width`` every F is 1, which every level map keeps at 1
+    mapped = np.ones_like(cdf)
+    mapped[:, :width] = _level_map(cdf[:, :width], knots, levels)
+    _power_tail(mapped, pair_window, reported, levels, np.ones(len(pair_set), dtype=bool))
     task = np.maximum.accumulate(np.multiply.reduceat(mapped, starts, axis=0), axis=1)
     model = np.maximum.accumulate(np.multiply.reduceat(cdf, starts, axis=0), axis=1)
     gap = model - task
