@@ -26,9 +26,9 @@ record (``shadow_every``, from ``shadow_lead`` before the first scored launch), 
 the scored launches: with launches every 3 h a calibrator of one task length saw some 60
 outcomes in 10 days, too few for the adaptive steps to settle. An outcome feeds the
 calibrator only once known at a later hour: when the task has finished, or (a miss) once it
-has run past a reported quantile, and it is scored against the quantiles its calibrator
-reports as it stands then (the launch's model quantiles times the factors of then), one
-outcome after another, as a manager's are (:mod:`ghs.manager.shadow_outcomes`). With
+has run past a reported quantile: against the quantiles served at its launch, or (the
+calibrators ``STANDING``, as the manager's state view and far tail) against those its
+calibrator reports as it stands then, one outcome after another. With
 ``parallel``, one task of each length is split over all stations by each predictor's own
 equal-mean view and completes with its slowest share; its
 calibration is per task length on the parallel (shadow and scored) launches themselves (the
@@ -109,11 +109,18 @@ class BacktestSettings:
     calibration_lengths_seconds: tuple[float, ...] | None = None
 
 
+# the calibrators whose launches are scored against the factors as they stand when each
+# outcome is known, as the manager's state view and pooled far tail are
+# (ghs.manager.calibration.STANDING_VIEWS says why): what a split reads and the single-host
+# envelope's held view; the others against the quantiles their launch was served
+STANDING = (RECOMBINED, RECOMBINED_TAIL, *ENVELOPE.values())
+
+
 @dataclass
 class _Pending:
     """A calibrated launch whose outcome is not yet fully known: the model quantiles its
-    calibrator's factors scale (seconds), scored against the factors as they stand when
-    each outcome is known (ghs.manager.shadow_outcomes says why)."""
+    calibrator's factors scale (seconds), and (host's, pool's) quantiles served at launch,
+    None where it is scored against the factors as they stand (``STANDING``)."""
 
     row: int
     key: tuple[str, float]
@@ -122,6 +129,7 @@ class _Pending:
     base: np.ndarray
     decided: np.ndarray
     pool_decided: np.ndarray
+    at_launch: tuple[np.ndarray, np.ndarray] | None = None
 
 
 def _validate(stations: Sequence[Station], keys: Sequence[str], works: Sequence[float],
@@ -242,8 +250,11 @@ class _Run(SplitLaunches):
             elapsed = at - p.launch
             finished = p.launch + p.realised <= at
             calibrator = self.calibrators[p.key]
-            reported = calibrator.adjust([p.row], p.base[None])[0]
-            pooled = calibrator.pool_adjust(p.base[None])[0]
+            if p.at_launch is None:
+                reported = calibrator.adjust([p.row], p.base[None])[0]
+                pooled = calibrator.pool_adjust(p.base[None])[0]
+            else:
+                reported, pooled = p.at_launch
             decided = ~p.decided & (finished | (elapsed > reported))
             pool_decided = ~p.pool_decided & (finished | (elapsed > pooled))
             if decided.any() or pool_decided.any():
@@ -271,9 +282,11 @@ class _Run(SplitLaunches):
             return reported_quantiles(quantiles, length_factors(table, self.lengths, work),
                                       dedicated_seconds)
         reported = calibrator.adjust([row], quantiles[None])[0]
+        at_launch = None if name in STANDING else (
+            reported, calibrator.pool_adjust(quantiles[None])[0])
         levels = np.zeros(quantiles.size, bool)
         self.pending.append(_Pending(row, (name, work), at, realised, quantiles.copy(), levels,
-                                     levels.copy()))
+                                     levels.copy(), at_launch))
         return np.maximum(reported, dedicated_seconds)
 
     # -- launches --------------------------------------------------------------------------

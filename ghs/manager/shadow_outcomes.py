@@ -35,20 +35,21 @@ class ShadowOutcomes:
         # read once: a host has dozens of launches pending, asked about every hour
         covered, first_view = outcomes.series.covered_until, self.views[0]
         known = outcomes.realised_seconds
-        # Every level is scored against its factors as they stand at each outcome, not at
-        # launch, one outcome after another. A launch's outcome comes a task length or more
-        # later, and hourly launches of one length meet the same load: the launches made
-        # before the first outcomes, all scored at the factor they were made with, move it
-        # as one. At 0.996 a miss moves the factor 250 times as far as a cover: it ran a
-        # 16 h length's to 5,000 on 16 LCG stations in two days. At p90 and p95 (9 and 19
-        # times) it left Poisson hosts' 4-16 h factors at 1.6-1.7 where 1.03-1.05 cover,
-        # and a split over them covered its p50 100% of the time. Scored as it moves, a
-        # factor tracks its level's quantile of realised over base.
+        # The far tail, and the own levels of the views a split reads (STANDING_VIEWS), are
+        # scored against their factors as they stand at each outcome, not at launch, one
+        # outcome after another. A launch's outcome comes a task length or more later, and
+        # hourly launches of one length meet the same load: the launches made before the
+        # first outcomes, all scored at the factor they were made with, move it as one. At
+        # 0.996 a miss moves the factor 250 times as far as a cover: it ran a 16 h length's
+        # to 5,000 on 16 LCG stations in two days. Scored as it moves, a factor tracks its
+        # level's quantile of realised over base.
         # (view, length) -> the host's and the pool's factors as they stand: read again
         # only after an outcome moves them (dozens of launches are pending, every hour)
         standing: dict[tuple[str, int], tuple[np.ndarray, np.ndarray]] = {}
 
         def own_now(shadow: Any) -> tuple[np.ndarray, np.ndarray]:
+            if shadow.at_launch is not None:
+                return shadow.at_launch
             key = (shadow.view, shadow.length)
             factors = standing.get(key)
             if factors is None:

@@ -330,11 +330,13 @@ def test_the_pooled_far_tail_is_scored_at_its_factor_as_it_moves():
     assert 2.9 < float(tail.factors([0])[0, 0]) < 4.0
 
 
-@pytest.mark.parametrize("name", ["calibrated", "calibrated-hosts"])
-def test_a_stations_own_levels_are_scored_at_their_factors_as_they_move(name):
-    """The same for a station's own p50, p90 and p95, on the single tasks' calibrators and
-    on the split's per-station ones: scored at the factors each launch was made with, all
-    200 would miss and run the p95 factor to e^19; as they move, each stops near 3."""
+@pytest.mark.parametrize("name", ["calibrated", "calibrated-held", "calibrated-hosts"])
+def test_what_a_split_reads_is_scored_at_its_factors_as_they_move(name):
+    """The same for a station's own p50, p90 and p95 where a split reads them (the split's
+    per-station calibrators, and the held view, the manager's state view): scored at the
+    factors each launch was made with, all 200 would miss and run the p95 factor to e^19;
+    as they move, each stops near 3. The single-host default's are scored against the
+    quantiles served at launch, as the manager's carried view: all 200 miss."""
     from ghs.backtest.engine import _Run
 
     station = Station("s", tuple(_rows(5, 1.0)))
@@ -347,4 +349,8 @@ def test_a_stations_own_levels_are_scored_at_their_factors_as_they_move(name):
     own = run.calibrators[name, 900.0]
     assert (own.scored[0] == 200).all()
     factors = own.factors([0])[0]
-    assert ((factors > 2.9) & (factors < 4.0)).all(), factors
+    if name == "calibrated":
+        assert (own.covered[0] == 0).all()
+        assert np.log(factors) == pytest.approx([10.0, 18.0, 19.0])
+    else:
+        assert ((factors > 2.9) & (factors < 4.0)).all(), factors

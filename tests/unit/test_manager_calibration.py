@@ -190,11 +190,14 @@ def test_the_far_tail_is_scored_at_its_factor_as_it_stands_when_the_outcome_is_k
     store.close()
 
 
-def test_a_hosts_own_levels_are_scored_at_their_factors_as_they_stand():
-    """The same for the host's own p50, p90 and p95: 200 launches of 15 min (base quantiles
-    1,000 s) that each take 3,000 s, known together. Scored at the launch's factors all 200
-    would miss, and the p95 factor would run to e^19 (p90 e^18, p50 e^10); scored at the
-    factors as they move, each stops near the one that covers them (3)."""
+@pytest.mark.parametrize("view", ["state", "carried"])
+def test_a_split_views_own_levels_are_scored_at_their_factors_as_they_stand(view):
+    """The same for the host's own p50, p90 and p95 in the view a split reads (state): 200
+    launches of 15 min (base quantiles 1,000 s) that each take 3,000 s, known together.
+    Scored at the launch's factors all 200 would miss, and the p95 factor would run to
+    e^19 (p90 e^18, p50 e^10); scored at the factors as they move, each stops near the one
+    that covers them (3). The carried view, what a one-host answer serves, is scored
+    against the quantiles served at launch: all 200 miss."""
     from ghs.manager.calibration import _Shadow
     from ghs.manager.realised import Outcomes
 
@@ -202,13 +205,19 @@ def test_a_hosts_own_levels_are_scored_at_their_factors_as_they_stand():
     calibration = Calibration(store, lengths_seconds=(900.0, 3600.0))
     track = calibration.track("ws", 1)
     busy = series([15.0] * 24 * 60)
-    track.pending = [_Shadow(60.0 * k, 0, 900.0, np.array([1000.0, 1000.0, 1000.0]), None,
-                             "carried", tail=np.array([1000.0])) for k in range(200)]
+    base = np.array([1000.0, 1000.0, 1000.0])
+    served = None if view == "state" else (base, base)
+    track.pending = [_Shadow(60.0 * k, 0, 900.0, base, None, view, tail=np.array([1000.0]),
+                             at_launch=served) for k in range(200)]
     calibration._settle("ws", track, Outcomes(busy), 86400.0)
-    own = calibration.calibrators["carried"][0]
+    own = calibration.calibrators[view][0]
     assert (own.scored[track.row] == 200).all()
     factors = own.factors([track.row])[0]
-    assert ((factors > 2.9) & (factors < 4.0)).all(), factors
+    if view == "state":
+        assert ((factors > 2.9) & (factors < 4.0)).all(), factors
+    else:
+        assert (own.covered[track.row] == 0).all()
+        assert np.log(factors) == pytest.approx([10.0, 18.0, 19.0])
     store.close()
 
 
