@@ -179,19 +179,21 @@ def _power_tail(mapped: np.ndarray, times: np.ndarray, reported: np.ndarray,
         beta = np.zeros(r_a.shape)
         beta[rising] = (np.log((1.0 - nominal[a + 1]) / (1.0 - nominal[a]))
                         / np.log(r_b[rising] / r_a[rising]))
-        # only the points inside [r_a, r_b] are drawn: far below r_a the power overflows,
-        # and most points lie outside (a few in a hundred past the p95)
-        rows, cols = np.nonzero(rising[:, None] & (x >= r_a[:, None]) & (x <= r_b[:, None]))
-        mapped[rows, cols] = 1.0 - (1.0 - nominal[a]) * np.exp(
-            beta[rows] * np.log(x[rows, cols] / r_a[rows]))
-        if a + 2 == nominal.size:
-            # past the last reported quantile the same power law goes on where it is the
-            # later finish: a split of n shares reads each near 0.95^(1/n), past the pooled
-            # p99.6 from 11 hosts up, where the model's thin tail put nothing
-            rows, cols = np.nonzero(rising[:, None] & (x > r_b[:, None]))
-            on = 1.0 - (1.0 - nominal[a + 1]) * np.exp(
-                beta[rows] * np.log(x[rows, cols] / r_b[rows]))
-            mapped[rows, cols] = np.minimum(mapped[rows, cols], on)
+        # past the last reported quantile the same power law goes on where it is the later
+        # finish: a split of n shares reads each near 0.95^(1/n), past the pooled p99.6
+        # from 11 hosts up, where the model's thin tail put nothing
+        last = a + 2 == nominal.size
+        # only the points it covers are drawn: far below r_a the power overflows, and most
+        # points lie below (a few in a hundred past the p95)
+        drawn = rising[:, None] & (x >= r_a[:, None])
+        if not last:
+            drawn &= x <= r_b[:, None]
+        rows, cols = np.nonzero(drawn)
+        at = x[rows, cols]
+        law = 1.0 - (1.0 - nominal[a]) * np.exp(beta[rows] * np.log(at / r_a[rows]))
+        if last:
+            law = np.where(at <= r_b[rows], law, np.minimum(mapped[rows, cols], law))
+        mapped[rows, cols] = law
     return mapped
 
 

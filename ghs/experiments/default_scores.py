@@ -40,6 +40,8 @@ PARALLEL_ENGINE_PREDICTORS = {"default": RECOMBINED, "engine_paper": "paper"}
 def engine_predictors(parallel: bool) -> dict[str, str]:
     """Column name -> the engine predictor scored under it, for split or single tasks."""
     return dict(PARALLEL_ENGINE_PREDICTORS if parallel else ENGINE_PREDICTORS)
+
+
 _USER, _COMMAND = "local", "job"  # the streams carry no owner or program
 
 
