@@ -18,6 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import psutil
+
 from ghs.answers import Answer
 from ghs.client import Client, Status
 from ghs.errors import GhsError
@@ -62,6 +64,28 @@ def _stop(processes: list[subprocess.Popen], timeout: float = 15.0) -> None:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+def _stop_strays(folder: Path, timeout: float = 15.0) -> None:
+    """Stop this process's children whose command line names ``folder``: a daemon an
+    interrupt caught while it was being started (the child runs once Popen has forked, but
+    Popen never returned for it to be recorded and stopped by :func:`_stop`)."""
+    mark = str(folder)
+    strays = []
+    for child in psutil.Process().children():
+        try:
+            if any(mark in part for part in child.cmdline()):
+                child.terminate()
+                strays.append(child)
+        except psutil.NoSuchProcess:
+            continue
+    _, alive = psutil.wait_procs(strays, timeout=timeout)
+    for child in alive:
+        try:
+            child.kill()
+        except psutil.NoSuchProcess:
+            continue
+    psutil.wait_procs(alive, timeout=timeout)
 
 
 def run_demo(*, simulated: int = 12, speedup: float = 3600.0, seed: int = 7,
@@ -110,6 +134,7 @@ def run_demo(*, simulated: int = 12, speedup: float = 3600.0, seed: int = 7,
                 status = client.status()
         finally:
             _stop(processes)
+            _stop_strays(root)
         return DemoResult(status, prediction, plan, endpoint, time.monotonic() - started)
 
 

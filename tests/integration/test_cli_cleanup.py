@@ -59,6 +59,25 @@ def test_a_signalled_demo_stops_its_daemons_and_removes_its_folder(tmp_path, sig
     assert "interrupted" in process.stderr.read()
 
 
+def test_a_daemon_caught_before_it_was_recorded_is_stopped_too(tmp_path):
+    # An interrupt inside Popen leaves a running child the demo never recorded (once, under
+    # load, the signalled test above found an agent alive). The sweep stops the children
+    # that name the demo's folder, and only those.
+    from ghs.demo import _stop_strays
+
+    sleeper = [sys.executable, "-c", "import time, sys; time.sleep(120)"]
+    ours = subprocess.Popen([*sleeper, str(tmp_path / "agent.log")])
+    other = subprocess.Popen([*sleeper, "elsewhere"])
+    try:
+        _stop_strays(tmp_path, timeout=10.0)
+        assert not psutil.pid_exists(ours.pid) or ours.poll() is not None
+        assert other.poll() is None
+    finally:
+        for process in (ours, other):
+            process.kill()
+            process.wait()
+
+
 def test_a_failing_demo_stops_its_daemons_and_removes_its_folder(tmp_path):
     # the manager dying under it is the demo's error path
     process, scratch = _demo(tmp_path, "--hosts", "1", "--json")
