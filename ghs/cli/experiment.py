@@ -116,8 +116,9 @@ def _validation_options(function):
 
 
 def _run_launches(ctx, study, views, size, seed, stations, trace_path, families, plot_path,
-                  as_json):
-    """The launch-based studies take the same inputs: sampler settings and scheduler rules."""
+                  as_json, **options):
+    """The launch-based studies take the same inputs: sampler settings and scheduler rules
+    (``options``: a study's own)."""
     from ghs.experiments.launches import Sampling
     from ghs.traces import read_log
 
@@ -125,7 +126,8 @@ def _run_launches(ctx, study, views, size, seed, stations, trace_path, families,
     result = study.run(size=size, seed=seed, log=read_log(trace_path) if trace_path else None,
                        stations=stations, poisson_kinds=families,
                        sampling=Sampling.from_config(config.sensor),
-                       dist=config.scheduler.distribution, rho_max=config.scheduler.rho_max)
+                       dist=config.scheduler.distribution, rho_max=config.scheduler.rho_max,
+                       **options)
     _render(result, as_json, *views, plot_path)
 
 
@@ -152,17 +154,20 @@ def error_vs_length(ctx, size, seed, stations, trace_path, families, plot_path, 
 @click.option("--family", "families", type=click.Choice(["loguniform", "lognormal"]),
               multiple=True, default=("loguniform",), show_default=True,
               help="Poisson workstation family (repeatable).")
+@click.option("--paths", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Independent draws of the workstations (seeds SEED, SEED+1, ...): every "
+                   "task pooled, each draw's coverage shown beside.")
 @plot_option
 @json_option
 @click.pass_context
-def calibration(ctx, size, seed, stations, trace_path, families, plot_path, as_json):
+def calibration(ctx, size, seed, stations, trace_path, families, paths, plot_path, as_json):
     """Share of tasks finished by the predicted p50, p90 and p95 against 50%, 90%, 95%."""
     from ghs.experiments import calibration as study
     from ghs.experiments.plots import plot_calibration
     from ghs.experiments.tables import show_calibration
 
     _run_launches(ctx, study, (show_calibration, plot_calibration), size, seed, stations,
-                  trace_path, families, plot_path, as_json)
+                  trace_path, families, plot_path, as_json, paths=paths)
 
 
 @experiment.command("error-sources")

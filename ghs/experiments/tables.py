@@ -236,12 +236,29 @@ def show_calibration(console: Any, result: dict[str, Any]) -> None:
                               end_section=index == len(rows) - 1, style="bold" if index == 0
                               else None)
         console.print(table)
+        if len(family.get("paths", ())) > 1:
+            _show_paths(console, family, result["stations"])
     console.print("ours: the model fed the sampler's 24-hour estimate; past 24h: the exact "
                   "parameters of the 24 hours before launch; true: the long-run parameters "
                   "(Poisson only); naive by point: share finished by dedicated / (1 - last "
                   "measured utilisation); default: the served predictor (calibrated), "
                   "back-tested on the same stations, launches and lengths; p90/p50: median "
                   "width of the predicted interval.")
+
+
+def _show_paths(console: Any, family: dict[str, Any], stations: int) -> None:
+    """Each draw of the workstations' own pooled coverage: how far one path's luck moves it."""
+    table = Table(title=f"{family['name']}: each draw of the workstations (seed), pooled over "
+                        "the lengths", title_justify="left")
+    for column in ("seed", "1 ws tasks", "ours", "default", f"{stations} ws tasks", "ours",
+                   "default"):
+        table.add_column(column, justify="right")
+    for path in family["paths"]:
+        single, split = path["single"], path["parallel"]
+        table.add_row(str(path["seed"]), str(single["tasks"]), _shares(single["ours"]),
+                      _shares(single.get("default")), str(split["tasks"]),
+                      _shares(split["ours"]), _shares(split.get("default")))
+    console.print(table)
 
 
 def show_trace_study(console: Any, result: dict[str, Any]) -> None:

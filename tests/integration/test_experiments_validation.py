@@ -11,6 +11,7 @@ from click.testing import CliRunner
 from rich.console import Console
 
 from ghs.cli import main
+from ghs.errors import GhsError
 from ghs.experiments import calibration, error_vs_length, tables, trace_study
 from ghs.experiments.launches import HOUR_SECONDS, Station, host_from_estimate
 from ghs.traces import read_log
@@ -236,3 +237,39 @@ def test_cli_commands_json_plot_and_errors(tmp_path, log):
     assert outcome.exit_code == 2
     assert outcome.output.strip().splitlines() == [
         f"ghs: error: trace file {str(missing)!r} does not exist"]
+
+
+def test_calibration_pools_independent_draws_and_keeps_each_ones_coverage():
+    options = dict(size=2, stations=3, single_hours=(1.0,), parallel_hours=(8.0,),
+                   poisson_kinds=("loguniform",))
+    pooled = calibration.run(seed=4, paths=2, **options)
+    alone = calibration.run(seed=5, **options)
+    json.dumps(pooled, allow_nan=False)
+    assert pooled["seeds"] == [4, 5] and alone["seeds"] == [5]
+    (family,), (second,) = pooled["families"], alone["families"]
+    first, other = family["paths"]
+    # a path is the same draw a run with its seed makes: its coverage is that run's
+    assert other["seed"] == 5 and other["launches"] == second["launches"] == 2
+    assert other["single"] == second["single"]["pooled"]
+    assert other["parallel"] == second["parallel"]["pooled"]
+    assert family["launches"] == 4
+    for section in ("single", "parallel"):
+        both = family[section]["pooled"]
+        counts = [first[section]["tasks"], other[section]["tasks"]]
+        assert both["tasks"] == sum(counts) > 0
+        for name in ("ours", "true"):
+            for level in ("p50", "p90", "p95"):
+                expected = (first[section][name][level] * counts[0]
+                            + other[section][name][level] * counts[1]) / sum(counts)
+                assert both[name][level] == pytest.approx(expected)
+    console = Console(record=True, width=300)
+    tables.show_calibration(console, pooled)
+    text = console.export_text()
+    assert "each draw of the workstations" in text and "\n│    5 │" in text.replace("┃", "│")
+
+
+def test_calibration_refuses_a_bad_number_of_paths():
+    result = CliRunner().invoke(main, ["experiment", "calibration", "--paths", "0"])
+    assert result.exit_code == 2 and "--paths" in result.output and "Traceback" not in result.output
+    with pytest.raises(GhsError, match="paths must be a whole number >= 1, got 0"):
+        calibration.run(paths=0)
