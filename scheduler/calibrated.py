@@ -33,6 +33,9 @@ SERVED_LEVELS = (*LEVELS, *TAIL_LEVELS)
 # from a host's last own level up, its law between reported quantiles is a power law in
 # time (_power_tail), not the model's shape
 TAIL_FROM = LEVELS[-1]
+# _power_tail draws every point of its rows, keeping those it covers, when at least one in
+# this many is covered (else it gathers the covered ones)
+_DENSE_FROM = 8
 
 
 @dataclass(frozen=True, eq=False)
@@ -183,17 +186,30 @@ def _power_tail(mapped: np.ndarray, times: np.ndarray, reported: np.ndarray,
         # finish: a split of n shares reads each near 0.95^(1/n), past the pooled p99.6
         # from 11 hosts up, where the model's thin tail put nothing
         last = a + 2 == nominal.size
-        # only the points it covers are drawn: far below r_a the power overflows, and most
-        # points lie below (a few in a hundred past the p95)
+        # only the points it covers are drawn: far below r_a the power overflows
         drawn = rising[:, None] & (x >= r_a[:, None])
         if not last:
             drawn &= x <= r_b[:, None]
-        rows, cols = np.nonzero(drawn)
-        at = x[rows, cols]
-        law = 1.0 - (1.0 - nominal[a]) * np.exp(beta[rows] * np.log(at / r_a[rows]))
-        if last:
-            law = np.where(at <= r_b[rows], law, np.minimum(mapped[rows, cols], law))
-        mapped[rows, cols] = law
+        if np.count_nonzero(drawn) * _DENSE_FROM < drawn.size:
+            # a few points in many (a served law's grid, past a p95): gathered
+            rows, cols = np.nonzero(drawn)
+            at = x[rows, cols]
+            law = 1.0 - (1.0 - nominal[a]) * np.exp(beta[rows] * np.log(at / r_a[rows]))
+            if last:
+                law = np.where(at <= r_b[rows], law, np.minimum(mapped[rows, cols], law))
+            mapped[rows, cols] = law
+        else:
+            # a screen's windows run to the grid's end, where half the points or more lie
+            # past a member's p95: the same arithmetic over every point, kept where drawn
+            # (gathering them cost twice as much); the power is capped at 1 below r_a,
+            # where it is not kept, so that it cannot overflow
+            scale = np.where(rising, r_a, 1.0)[:, None]
+            with np.errstate(divide="ignore", invalid="ignore"):
+                power = np.exp(np.minimum(beta[:, None] * np.log(x / scale), 0.0))
+            law = 1.0 - (1.0 - nominal[a]) * power
+            if last:
+                law = np.where(x <= r_b[:, None], law, np.minimum(mapped, law))
+            np.copyto(mapped, law, where=drawn)
     return mapped
 
 

@@ -154,3 +154,33 @@ def test_hosts_alone_are_the_full_predictions_hosts(case):
     for got, expected in zip(alone.host_moments(), full.host_moments()):
         assert got == pytest.approx(expected, rel=1e-12)
     assert host_quantiles(alone) == pytest.approx(host_quantiles(full), rel=1e-12)
+
+
+@pytest.mark.parametrize("share_drawn", [0.05, 0.6])
+def test_the_power_tail_draws_the_same_law_gathered_or_over_every_point(share_drawn,
+                                                                        monkeypatch):
+    # rows of a geometric grid, reported quantiles placed so that about ``share_drawn`` of
+    # the points lie past each row's p95; one row flat past it (no power law), one with no
+    # work; the gathered and the dense arithmetic must agree to the bit
+    from scheduler import calibrated
+
+    rng = np.random.default_rng(5)
+    hosts, points = 6, 200
+    times = np.geomspace(10.0, 1e5, points)
+    position = np.log(10.0) + (1 - share_drawn) * np.log(1e4)
+    p95 = np.exp(position + rng.normal(0, 0.05, hosts))
+    reported = np.stack([p95 / 3, p95 / 1.2, p95, p95 * rng.uniform(1.5, 4.0, hosts)], axis=1)
+    reported[1, 3] = reported[1, 2]  # no rise past the p95
+    mapped = np.sort(rng.uniform(0.0, 1.0, (hosts, points)), axis=1)
+    working = np.ones(hosts, dtype=bool)
+    working[4] = False
+    levels = np.array(SERVED_LEVELS)
+    laws = {}
+    for name, dense_from in (("gathered", 0), ("dense", 10**9)):
+        monkeypatch.setattr(calibrated, "_DENSE_FROM", dense_from)
+        laws[name] = calibrated._power_tail(mapped.copy(), times, reported, levels, working)
+    past = (times[None, :] >= reported[:, 2:3]).mean()
+    assert abs(past - share_drawn) < 0.1
+    np.testing.assert_array_equal(laws["gathered"], laws["dense"])
+    assert not np.array_equal(laws["dense"], mapped)  # the tail was drawn
+    np.testing.assert_array_equal(laws["dense"][[1, 4]], mapped[[1, 4]])
