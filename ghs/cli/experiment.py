@@ -115,6 +115,14 @@ def _validation_options(function):
     return function
 
 
+def _paths_option(function):
+    option = click.option("--paths", type=click.IntRange(min=1), default=1, show_default=True,
+                          help="Independent draws of the workstations (seeds SEED, SEED+1, "
+                               "...), every task pooled: one draw's launches share most of "
+                               "their run windows.")
+    return option(function)
+
+
 def _run_launches(ctx, study, views, size, seed, stations, trace_path, families, plot_path,
                   as_json, **options):
     """The launch-based studies take the same inputs: sampler settings and scheduler rules
@@ -136,17 +144,19 @@ def _run_launches(ctx, study, views, size, seed, stations, trace_path, families,
 @click.option("--family", "families", type=click.Choice(["loguniform", "lognormal"]),
               multiple=True, default=("loguniform", "lognormal"), show_default=True,
               help="Poisson workstation family (repeatable).")
+@_paths_option
 @plot_option
 @json_option
 @click.pass_context
-def error_vs_length(ctx, size, seed, stations, trace_path, families, plot_path, as_json):
+def error_vs_length(ctx, size, seed, stations, trace_path, families, paths, plot_path,
+                    as_json):
     """Prediction error against task length on one workstation and on --stations (paper 4-6)."""
     from ghs.experiments import error_vs_length as study
     from ghs.experiments.plots import plot_error_vs_length
     from ghs.experiments.tables import show_error_vs_length
 
     _run_launches(ctx, study, (show_error_vs_length, plot_error_vs_length), size, seed,
-                  stations, trace_path, families, plot_path, as_json)
+                  stations, trace_path, families, plot_path, as_json, paths=paths)
 
 
 @experiment.command()
@@ -154,9 +164,7 @@ def error_vs_length(ctx, size, seed, stations, trace_path, families, plot_path, 
 @click.option("--family", "families", type=click.Choice(["loguniform", "lognormal"]),
               multiple=True, default=("loguniform",), show_default=True,
               help="Poisson workstation family (repeatable).")
-@click.option("--paths", type=click.IntRange(min=1), default=1, show_default=True,
-              help="Independent draws of the workstations (seeds SEED, SEED+1, ...): every "
-                   "task pooled, each draw's coverage shown beside.")
+@_paths_option
 @plot_option
 @json_option
 @click.pass_context

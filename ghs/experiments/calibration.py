@@ -30,14 +30,14 @@ from typing import Any
 
 import numpy as np
 
-from ghs.errors import GhsError
 from ghs.experiments.error_vs_length import (
     ENGINE_NAMES,
     PARALLEL_HOURS,
     SINGLE_HOURS,
     STATIONS,
-    collect_family,
+    collect_paths,
     family_names,
+    path_seeds,
 )
 from ghs.experiments.launches import (
     LEVELS,
@@ -62,38 +62,23 @@ def run(size: int = 48, seed: int = 7, *, paths: int = 1, log: JobLog | None = N
     """Per family and section: coverage of each predictor's quantiles, pooled over the
     lengths and ``paths`` independent draws of the workstations (seeds ``seed``,
     ``seed + 1``, ...), per length, and per path (``paths``: each draw's pooled coverage)."""
-    if isinstance(paths, bool) or not isinstance(paths, int) or paths < 1:
-        raise GhsError(f"paths must be a whole number >= 1, got {paths!r}", field="paths",
-                       value=paths)
-    seeds = [seed + k for k in range(paths)]
+    seeds = path_seeds(seed, paths)
     families = []
     for name in family_names(poisson_kinds, log):
-        drawn = [collect_family(name, size, each, log=log, stations=stations,
-                                single_hours=single_hours, parallel_hours=parallel_hours,
-                                sampling=sampling, dist=dist, rho_max=rho_max,
-                                spacing_hours=spacing_hours) for each in seeds]
-        first = drawn[0]
-        sections = {section: _pooled([family[section] for family in drawn])
-                    for section in ("single", "parallel")}
+        pooled, drawn = collect_paths(name, size, seeds, log=log, stations=stations,
+                                      single_hours=single_hours, parallel_hours=parallel_hours,
+                                      sampling=sampling, dist=dist, rho_max=rho_max,
+                                      spacing_hours=spacing_hours)
         families.append({
-            "name": name, "info": first["info"],
-            "launches": sum(family["launches"] for family in drawn),
-            "single": _section(sections["single"], first["single_hours"]),
-            "parallel": _section(sections["parallel"], first["parallel_hours"]),
+            "name": name, "info": pooled["info"], "launches": pooled["launches"],
+            "single": _section(pooled["single"], pooled["single_hours"]),
+            "parallel": _section(pooled["parallel"], pooled["parallel_hours"]),
             "paths": [{"seed": each, "launches": family["launches"],
                        "single": _coverages(family["single"]),
                        "parallel": _coverages(family["parallel"])}
                       for each, family in zip(seeds, drawn)]})
     return {"size": size, "seed": seed, "seeds": seeds, "stations": stations, "dist": dist,
             "nominal": NOMINAL, "families": families}
-
-
-def _pooled(sections: Sequence[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
-    """One task table from several paths' (rows are launches, or stations x launches)."""
-    if len(sections) == 1:
-        return sections[0]
-    return {key: np.concatenate([section[key] for section in sections])
-            for key in sections[0]}
 
 
 def _section(tasks: dict[str, np.ndarray], hours: Sequence[float]) -> dict[str, Any]:

@@ -80,7 +80,7 @@ PAPER: dict[str, Any] = {
 }
 
 
-def run(size: int = 48, seed: int = 7, *, log: JobLog | None = None,
+def run(size: int = 48, seed: int = 7, *, paths: int = 1, log: JobLog | None = None,
         stations: int = STATIONS, single_hours: Sequence[float] = SINGLE_HOURS,
         parallel_hours: Sequence[float] = PARALLEL_HOURS,
         poisson_kinds: Sequence[str] = POISSON_KINDS, sampling: Sampling = SAMPLING,
@@ -91,15 +91,43 @@ def run(size: int = 48, seed: int = 7, *, log: JobLog | None = None,
 
     ``size``: launches per family (each launch gives ``stations`` one-workstation tasks and
     one 32-workstation task per length). ``log``: add the trace family from this log.
+    ``paths``: draw each family's workstations this many times (seeds ``seed``, ``seed + 1``,
+    ...) and pool their tasks (:func:`collect_paths`).
     """
-    families = [collect_family(kind, size, seed, log=log, stations=stations,
-                               single_hours=single_hours, parallel_hours=parallel_hours,
-                               sampling=sampling, dist=dist, rho_max=rho_max,
-                               spacing_hours=spacing_hours)
+    seeds = path_seeds(seed, paths)
+    families = [collect_paths(kind, size, seeds, log=log, stations=stations,
+                              single_hours=single_hours, parallel_hours=parallel_hours,
+                              sampling=sampling, dist=dist, rho_max=rho_max,
+                              spacing_hours=spacing_hours)[0]
                 for kind in family_names(poisson_kinds, log)]
-    return {"size": size, "seed": seed, "stations": stations, "dist": dist,
+    return {"size": size, "seed": seed, "seeds": seeds, "stations": stations, "dist": dist,
             "spacing_hours": spacing_hours, "sampling": sampling.__dict__, "paper": PAPER,
             "families": [summarise(family) for family in families]}
+
+
+def path_seeds(seed: int, paths: int) -> list[int]:
+    """The seeds of ``paths`` independent draws of the workstations: ``seed``, ``seed + 1``,
+    ... One draw is one sample path: its launches, hours apart, share most of their run
+    windows, so a split's figures over them move with that path's luck."""
+    if isinstance(paths, bool) or not isinstance(paths, int) or paths < 1:
+        raise GhsError(f"paths must be a whole number >= 1, got {paths!r}", field="paths",
+                       value=paths)
+    return [seed + k for k in range(paths)]
+
+
+def collect_paths(name: str, size: int, seeds: Sequence[int], **options: Any
+                  ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """:func:`collect_family` once per seed (``options`` as there): (the draws' tasks pooled
+    into one family, with the first draw's ``info``; each draw's own family)."""
+    drawn = [collect_family(name, size, seed, **options) for seed in seeds]
+    first = drawn[0]
+    if len(drawn) == 1:
+        return first, drawn
+    pooled = {**first, "launches": sum(family["launches"] for family in drawn)}
+    for section in ("single", "parallel"):
+        pooled[section] = {key: np.concatenate([family[section][key] for family in drawn])
+                           for key in first[section]}
+    return pooled, drawn
 
 
 def family_names(poisson_kinds: Sequence[str], log: JobLog | None) -> list[str]:

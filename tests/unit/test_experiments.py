@@ -10,3 +10,38 @@ def test_distribution_study_still_recommends_the_default():
         # every fit shares the exact mean; the study is about the tails
         for errors in case["errors"].values():
             assert abs(errors["mean"]) < 0.01
+
+
+def test_paths_pool_each_draws_tasks_in_seed_order(monkeypatch):
+    import numpy as np
+    import pytest
+
+    from ghs.errors import GhsError
+    from ghs.experiments import error_vs_length
+
+    calls = []
+
+    def drawn(name, size, seed, **options):
+        # a draw's task table: rows are launches, one column per length, marked by its seed
+        calls.append((name, size, seed, options))
+        table = {"valid": np.ones((size, 2), bool), "ours": np.full((size, 2), float(seed))}
+        return {"name": name, "info": {"seed": seed}, "launches": size,
+                "single_hours": [1.0, 2.0], "parallel_hours": [8.0, 16.0],
+                "single": table, "parallel": {k: v[:1] for k, v in table.items()}}
+
+    monkeypatch.setattr(error_vs_length, "collect_family", drawn)
+    seeds = error_vs_length.path_seeds(4, 3)
+    assert seeds == [4, 5, 6]
+    pooled, each = error_vs_length.collect_paths("trace", 2, seeds, stations=8)
+    assert [c[2] for c in calls] == seeds and all(c[3] == {"stations": 8} for c in calls)
+    assert [family["info"]["seed"] for family in each] == seeds
+    assert pooled["launches"] == 6 and pooled["info"] == {"seed": 4}
+    np.testing.assert_array_equal(pooled["single"]["ours"][:, 0], [4, 4, 5, 5, 6, 6])
+    np.testing.assert_array_equal(pooled["parallel"]["ours"][:, 1], [4, 5, 6])
+    assert pooled["single"]["valid"].shape == (6, 2)
+    # one draw is the family itself, untouched
+    alone, _ = error_vs_length.collect_paths("trace", 2, [9])
+    assert alone["launches"] == 2 and alone["single"]["ours"].shape == (2, 2)
+    for bad in (0, -1, True, 1.5):
+        with pytest.raises(GhsError, match="paths must be a whole number >= 1"):
+            error_vs_length.path_seeds(7, bad)
