@@ -203,12 +203,16 @@ def _power_tail(mapped: np.ndarray, times: np.ndarray, reported: np.ndarray,
             # past a member's p95: the same arithmetic over every point, kept where drawn
             # (gathering them cost twice as much); the power is capped at 1 below r_a,
             # where it is not kept, so that it cannot overflow
-            scale = np.where(rising, r_a, 1.0)[:, None]
+            # (in place: a temporary per step had cost a third of it)
+            law = x / np.where(rising, r_a, 1.0)[:, None]
             with np.errstate(divide="ignore", invalid="ignore"):
-                power = np.exp(np.minimum(beta[:, None] * np.log(x / scale), 0.0))
-            law = 1.0 - (1.0 - nominal[a]) * power
+                np.log(law, out=law)
+            law *= beta[:, None]
+            np.exp(np.minimum(law, 0.0, out=law), out=law)
+            law *= 1.0 - nominal[a]
+            np.subtract(1.0, law, out=law)
             if last:
-                law = np.where(x <= r_b[:, None], law, np.minimum(mapped, law))
+                np.minimum(law, mapped, out=law, where=x > r_b[:, None])
             np.copyto(mapped, law, where=drawn)
     return mapped
 

@@ -266,10 +266,14 @@ def _window_cdf(servers: Any, x: np.ndarray) -> np.ndarray:
         per_server = completion.servers_log_cdf(servers, x).transpose(0, 2, 1)
         return np.exp(np.where(mult > 0, mult * per_server, 0.0).sum(axis=1))
     y = x[:, None, :] - servers.t[:, :, None]  # (P, groups, W)
+    before = y < 0
     with np.errstate(divide="ignore", invalid="ignore"):
-        survival = fits.sf(servers.code[:, :, None], servers.p1[:, :, None],
-                           servers.p2[:, :, None], np.maximum(y, 0.0))
-    value = np.where(y >= 0, 1.0 - servers.q[:, :, None] * survival, 0.0)
+        value = fits.sf(servers.code[:, :, None], servers.p1[:, :, None],
+                        servers.p2[:, :, None], np.maximum(y, 0.0, out=y))
+    # 1 - q sf, 0 before the server's start (in place: the window is the screen's largest)
+    value *= servers.q[:, :, None]
+    np.subtract(1.0, value, out=value)
+    value[before] = 0.0
     for count in np.unique(servers.mult):
         if count not in (0.0, 1.0):
             chosen = servers.mult == count
