@@ -13,6 +13,7 @@ geometric grid of times shared by all hosts (``GRID_POINTS``), vectorised over h
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from typing import Any
@@ -23,6 +24,12 @@ from scheduler.conformal import LEVELS, TAIL_LEVELS, level_name
 from scheduler.errors import InvalidArgumentError
 from scheduler.host_cdf import hosts_cdf, many_hosts_cdf
 from scheduler.model import with_vanishing_interruption
+from scheduler.power_tail import (
+    _TAIL_SEARCH_LOG_SPAN,
+    _TAIL_SEARCH_STEPS,
+    _power_tail,
+    _tails,
+)
 from scheduler.prediction import Prediction
 
 GRID_POINTS = 256
@@ -30,12 +37,6 @@ REPORTED = {"p50": 0.5, "p90": 0.9, "p95": 0.95, "p99": 0.99}
 # the levels a manager serves each host's law calibrated at: its own record's three and the
 # far tail's pooled over hosts (scheduler.conformal.TAIL_LEVELS)
 SERVED_LEVELS = (*LEVELS, *TAIL_LEVELS)
-# from a host's last own level up, its law between reported quantiles is a power law in
-# time (_power_tail), not the model's shape
-TAIL_FROM = LEVELS[-1]
-# _power_tail draws every point of its rows, keeping those it covers, when at least one in
-# this many is covered (else it gathers the covered ones)
-_DENSE_FROM = 8
 
 
 @dataclass(frozen=True, eq=False)
@@ -55,12 +56,52 @@ class CalibratedLaw:
     start_seconds: float = 0.0
     # the levels the factors apply at
     levels: tuple[float, ...] = LEVELS
+    # past the grid's end, the hosts whose law ends in a power law (_power_tail) go on along
+    # it: per host 1 - tail_level (x / tail_scale)^tail_exponent (tail_scale 0: no such tail)
+    tail_scale: np.ndarray | None = None
+    tail_exponent: np.ndarray | None = None
+    tail_level: float = 1.0
 
     def cdf(self, x: Any) -> np.ndarray:
-        """P(T <= x) of the calibrated law at times x (seconds), interpolated on the grid."""
+        """P(T <= x) of the calibrated law at times x (seconds): interpolated on the grid,
+        past its end the hosts' power-law tails (1 past it where there are none)."""
         x = np.asarray(x, dtype=float)
         values = np.interp(x, self.grid_seconds, self.cdf_values, left=0.0, right=1.0)
+        past = x > self.grid_seconds[-1]
+        if past.any() and self._has_tail():
+            values = np.where(past, self._past_end(np.maximum(x, self.grid_seconds[-1])),
+                              values)
         return np.where(x < self.start_seconds, 0.0, values)
+
+    def _has_tail(self) -> bool:
+        return self.tail_scale is not None and bool((self.tail_scale > 0).any())
+
+    def _past_end(self, x: np.ndarray) -> np.ndarray:
+        """The law at times ``x`` (seconds) at or past the grid's end: its value there times
+        each tailed host's power law from there on (the same law at the end, rising to the
+        product of the other hosts' values there as x grows)."""
+        assert self.tail_scale is not None and self.tail_exponent is not None
+        tailed = self.tail_scale > 0
+        scale, beta = self.tail_scale[tailed][:, None], self.tail_exponent[tailed][:, None]
+        end = self.grid_seconds[-1]
+        spare = 1.0 - self.tail_level
+        at = np.reshape(x, (1, -1))
+        ratio = (1.0 - spare * (at / scale) ** beta) / (1.0 - spare * (end / scale) ** beta)
+        return np.reshape(self.cdf_values[-1] * np.prod(ratio, axis=0), np.shape(x))
+
+    def _quantiles_past_end(self, levels: np.ndarray) -> np.ndarray:
+        """Times (seconds) where the law past the grid's end reaches ``levels`` (each above
+        its value at the end), by bisection in log time; the grid's end where it never
+        does (a host without a tail left short of 1 there)."""
+        end = float(self.grid_seconds[-1])
+        low = np.full(levels.shape, np.log(end))
+        high = low + _TAIL_SEARCH_LOG_SPAN
+        reachable = self._past_end(np.exp(high)) >= levels
+        for _ in range(_TAIL_SEARCH_STEPS):
+            middle = 0.5 * (low + high)
+            below = self._past_end(np.exp(middle)) < levels
+            low, high = np.where(below, middle, low), np.where(below, high, middle)
+        return np.where(reachable, np.exp(high), end)
 
 
 def calibrate(prediction: Any, factors: Any, levels: Any = LEVELS) -> CalibratedLaw:
@@ -94,7 +135,11 @@ def _calibrate(prediction: Any, factors: np.ndarray, levels: np.ndarray) -> Cali
         dedicated > 0), axis=0)
     task_cdf = np.maximum.accumulate(task_cdf)
     names = list(REPORTED)
-    values = _row_quantiles(grid, task_cdf[None, :], np.array(list(REPORTED.values())))[0]
+    wanted = np.array(list(REPORTED.values()))
+    values = _row_quantiles(grid, task_cdf[None, :], wanted)[0]
+    scale, exponent = _tails(reported, levels, dedicated > 0)
+    tail = {"tail_scale": scale, "tail_exponent": exponent,
+            "tail_level": float(levels[-2]) if levels.size > 1 else 1.0}
     # the grid puts a host's first finishes up to a step before its start: no quantile of
     # the task comes before its slowest share's dedicated time
     start = float(dedicated.max(initial=0.0))
@@ -107,8 +152,15 @@ def _calibrate(prediction: Any, factors: np.ndarray, levels: np.ndarray) -> Cali
     mean = prediction.mean + first_gap
     second = prediction.std ** 2 + prediction.mean ** 2 + second_gap
     std = float(np.sqrt(max(second - mean * mean, 0.0)))
-    return CalibratedLaw(float(mean), std, dict(zip(names, map(float, values))), reported,
-                         factors, grid, task_cdf, start, tuple(map(float, levels)))
+    law = CalibratedLaw(float(mean), std, dict(zip(names, map(float, values))), reported,
+                        factors, grid, task_cdf, start, tuple(map(float, levels)), **tail)
+    short = wanted > task_cdf[-1]
+    if short.any() and law._has_tail():
+        # a heavy tail over many hosts puts a high quantile past the grid's end (a p99 over
+        # 32 hosts in a Pareto world): read there, not at the end
+        values[short] = np.maximum(law._quantiles_past_end(wanted[short]), start)
+        law = dataclasses.replace(law, quantiles=dict(zip(names, map(float, values))))
+    return law
 
 
 def reported_quantiles(model_quantiles: np.ndarray, factors: np.ndarray,
@@ -153,68 +205,6 @@ def _level_map(cdf: np.ndarray, model_levels: np.ndarray, levels: np.ndarray) ->
             # where the model says the host cannot have finished, neither has it calibrated
             out[rows] += rise * ((cdf[rows] >= knots[rows, j:j + 1]) & (cdf[rows] > 0))
     return np.clip(out, 0.0, 1.0, out=out)
-
-
-def _power_tail(mapped: np.ndarray, times: np.ndarray, reported: np.ndarray,
-                levels: np.ndarray, working: np.ndarray) -> np.ndarray:
-    """``mapped`` (hosts, points), the level map's phi_k(F_k) at ``times`` (seconds, (points,)
-    or (hosts, points)), with each host's segments beyond its own last level
-    (``TAIL_FROM``) redrawn as a power law in time through its reported quantiles there:
-    1 - phi = (1 - l_a) (x / r_a)^beta for r_a <= x <= r_b, with
-    beta = log((1 - l_b) / (1 - l_a)) / log(r_b / r_a) < 0, so that it passes (r_a, l_a)
-    and (r_b, l_b). Between its own p95 and the pooled far tail the model's own shape is
-    what calibration found wrong (a burst, not the model's thin tail, makes the slowest
-    shares), and following it put a split's reading point (each share's 0.9^(1/n) level:
-    0.993 for 16 hosts) next to the p95. Past the last reported quantile the last
-    segment's power law goes on wherever it is later than the level map's (the model's thin
-    tail put a split's p95 over 32 hosts, each share's 0.9984 level, next to the p99.6: in
-    a heavy-tailed world it covered .89). The law is still read on the grid only: mass
-    past the grid's end is lost to the moments and the task's quantiles stop there. Only
-    the rows ``working`` (hosts, bool): a host without a share is finished from the start.
-    In place; returns ``mapped``."""
-    nominal = np.asarray(levels, dtype=float)
-    x = np.broadcast_to(times, mapped.shape)
-    for a in np.flatnonzero(nominal[:-1] >= TAIL_FROM):
-        r_a, r_b = reported[:, a], reported[:, a + 1]
-        rising = (r_b > r_a) & (r_a > 0) & working
-        if not rising.any():
-            continue
-        beta = np.zeros(r_a.shape)
-        beta[rising] = (np.log((1.0 - nominal[a + 1]) / (1.0 - nominal[a]))
-                        / np.log(r_b[rising] / r_a[rising]))
-        # past the last reported quantile the same power law goes on where it is the later
-        # finish: a split of n shares reads each near 0.95^(1/n), past the pooled p99.6
-        # from 11 hosts up, where the model's thin tail put nothing
-        last = a + 2 == nominal.size
-        # only the points it covers are drawn: far below r_a the power overflows
-        drawn = rising[:, None] & (x >= r_a[:, None])
-        if not last:
-            drawn &= x <= r_b[:, None]
-        if np.count_nonzero(drawn) * _DENSE_FROM < drawn.size:
-            # a few points in many (a served law's grid, past a p95): gathered
-            rows, cols = np.nonzero(drawn)
-            at = x[rows, cols]
-            law = 1.0 - (1.0 - nominal[a]) * np.exp(beta[rows] * np.log(at / r_a[rows]))
-            if last:
-                law = np.where(at <= r_b[rows], law, np.minimum(mapped[rows, cols], law))
-            mapped[rows, cols] = law
-        else:
-            # a screen's windows run to the grid's end, where half the points or more lie
-            # past a member's p95: the same arithmetic over every point, kept where drawn
-            # (gathering them cost twice as much); the power is capped at 1 below r_a,
-            # where it is not kept, so that it cannot overflow
-            # (in place: a temporary per step had cost a third of it)
-            law = x / np.where(rising, r_a, 1.0)[:, None]
-            with np.errstate(divide="ignore", invalid="ignore"):
-                np.log(law, out=law)
-            law *= beta[:, None]
-            np.exp(np.minimum(law, 0.0, out=law), out=law)
-            law *= 1.0 - nominal[a]
-            np.subtract(1.0, law, out=law)
-            if last:
-                np.minimum(law, mapped, out=law, where=x > r_b[:, None])
-            np.copyto(mapped, law, where=drawn)
-    return mapped
 
 
 def _integral(grid: np.ndarray, survival: np.ndarray, power: int) -> float:

@@ -32,15 +32,10 @@ from typing import Any
 
 import numpy as np
 
-from scheduler.calibrated import (
-    GRID_POINTS,
-    TAIL_FROM,
-    _level_map,
-    _power_tail,
-    reported_quantiles,
-)
+from scheduler.calibrated import GRID_POINTS, _level_map, reported_quantiles
 from scheduler.calibrated_selection import _quantiles, _window_cdf
 from scheduler.model import Servers, with_vanishing_interruption
+from scheduler.power_tail import TAIL_FROM, _power_tail
 
 # points of the model law's own grid, for its moments
 _MODEL_POINTS = 48

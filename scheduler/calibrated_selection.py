@@ -26,11 +26,12 @@ from typing import Any
 import numpy as np
 
 from scheduler import completion, fits
-from scheduler.calibrated import GRID_POINTS, _level_map, _power_tail, reported_quantiles
+from scheduler.calibrated import GRID_POINTS, _level_map, reported_quantiles
 from scheduler.conformal import LEVELS
 from scheduler.errors import InvalidArgumentError
 from scheduler.host_cdf import _power
 from scheduler.model import MixtureServers, Servers, with_vanishing_interruption
+from scheduler.power_tail import _power_tail
 
 # a survival below this leaves F = 1 - survival equal to 1 in double precision, whatever
 # the mult (up to thousands) and groups

@@ -10,8 +10,9 @@ import pytest
 from ghs.benchmarks.scheduling import lab
 from scheduler import Host, completion, predict
 from scheduler.backlog import Backlog
-from scheduler.calibrated import SERVED_LEVELS, TAIL_FROM, _level_map, calibrate, host_quantiles
+from scheduler.calibrated import SERVED_LEVELS, _level_map, calibrate, host_quantiles
 from scheduler.conformal import LEVELS, level_map
+from scheduler.power_tail import TAIL_FROM
 from scheduler.prediction import predict_hosts
 
 
@@ -162,7 +163,7 @@ def test_the_power_tail_draws_the_same_law_gathered_or_over_every_point(share_dr
     # rows of a geometric grid, reported quantiles placed so that about ``share_drawn`` of
     # the points lie past each row's p95; one row flat past it (no power law), one with no
     # work; the gathered and the dense arithmetic must agree to the bit
-    from scheduler import calibrated
+    from scheduler import power_tail
 
     rng = np.random.default_rng(5)
     hosts, points = 6, 200
@@ -177,8 +178,8 @@ def test_the_power_tail_draws_the_same_law_gathered_or_over_every_point(share_dr
     levels = np.array(SERVED_LEVELS)
     laws = {}
     for name, dense_from in (("gathered", 0), ("dense", 10**9)):
-        monkeypatch.setattr(calibrated, "_DENSE_FROM", dense_from)
-        laws[name] = calibrated._power_tail(mapped.copy(), times, reported, levels, working)
+        monkeypatch.setattr(power_tail, "_DENSE_FROM", dense_from)
+        laws[name] = power_tail._power_tail(mapped.copy(), times, reported, levels, working)
     past = (times[None, :] >= reported[:, 2:3]).mean()
     assert abs(past - share_drawn) < 0.1
     np.testing.assert_array_equal(laws["gathered"], laws["dense"])

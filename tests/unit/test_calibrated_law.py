@@ -220,3 +220,21 @@ def test_a_split_read_past_the_far_tails_knot_covers_a_heavy_tail(hosts, level):
     law, realised = _heavy_tailed_split(hosts)
     nominal = {"p90": 0.90, "p95": 0.95}[level]
     assert np.mean(realised <= law.quantiles[level]) == pytest.approx(nominal, abs=0.02)
+
+
+@pytest.mark.parametrize("hosts", [32, 64])
+def test_a_quantile_past_the_grids_end_is_read_on_the_hosts_power_tails(hosts):
+    """Over 32 and 64 hosts of the heavy-tailed world the p99 lies past the grid's end,
+    where it was reported at the end itself (covering .981 and .965). It is now read on the
+    hosts' power-law tails, which go on past the end: it covers as the 16-host p99 read on
+    the grid does (.988), and the law's cdf goes on past the end, continuous and rising."""
+    law, realised = _heavy_tailed_split(hosts)
+    end = law.law.grid_seconds[-1]
+    p99 = law.quantiles["p99"]
+    assert p99 > end * 1.05
+    assert float(law.cdf(p99)) == pytest.approx(0.99, abs=1e-7)
+    assert np.mean(realised <= p99) == pytest.approx(0.988, abs=0.004)
+    times = end * np.array([0.999, 1.0, 1.000001, 1.5, 3.0, 1e3])
+    values = law.cdf(times)
+    assert values[2] == pytest.approx(values[1], abs=1e-6)
+    assert (np.diff(values) >= 0).all() and values[1] < values[3] < values[4] < values[5] < 1
