@@ -138,8 +138,6 @@ def _calibrate(prediction: Any, factors: np.ndarray, levels: np.ndarray) -> Cali
     wanted = np.array(list(REPORTED.values()))
     values = _row_quantiles(grid, task_cdf[None, :], wanted)[0]
     scale, exponent = _tails(reported, levels, dedicated > 0)
-    tail = {"tail_scale": scale, "tail_exponent": exponent,
-            "tail_level": float(levels[-2]) if levels.size > 1 else 1.0}
     # the grid puts a host's first finishes up to a step before its start: no quantile of
     # the task comes before its slowest share's dedicated time
     start = float(dedicated.max(initial=0.0))
@@ -153,7 +151,9 @@ def _calibrate(prediction: Any, factors: np.ndarray, levels: np.ndarray) -> Cali
     second = prediction.std ** 2 + prediction.mean ** 2 + second_gap
     std = float(np.sqrt(max(second - mean * mean, 0.0)))
     law = CalibratedLaw(float(mean), std, dict(zip(names, map(float, values))), reported,
-                        factors, grid, task_cdf, start, tuple(map(float, levels)), **tail)
+                        factors, grid, task_cdf, start, tuple(map(float, levels)),
+                        tail_scale=scale, tail_exponent=exponent,
+                        tail_level=float(levels[-2]) if levels.size > 1 else 1.0)
     short = wanted > task_cdf[-1]
     if short.any() and law._has_tail():
         # a heavy tail over many hosts puts a high quantile past the grid's end (a p99 over
