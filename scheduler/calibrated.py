@@ -57,7 +57,7 @@ class CalibratedLaw:
     # the levels the factors apply at
     levels: tuple[float, ...] = LEVELS
     # past the grid's end, the hosts whose law ends in a power law (_power_tail) go on along
-    # it: per host 1 - tail_level (x / tail_scale)^tail_exponent (tail_scale 0: no such tail)
+    # it: per host 1 - (1 - tail_level) (x / tail_scale)^tail_exponent (tail_scale 0: none)
     tail_scale: np.ndarray | None = None
     tail_exponent: np.ndarray | None = None
     tail_level: float = 1.0

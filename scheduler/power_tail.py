@@ -32,12 +32,21 @@ def _tails(reported: np.ndarray, levels: np.ndarray, working: np.ndarray
     nominal = np.asarray(levels, dtype=float)
     if nominal.size < 2 or nominal[-2] < TAIL_FROM:
         return None, None
-    r_a, r_b = reported[:, -2], reported[:, -1]
+    r_a, _, rising, beta = _segment(reported, nominal, nominal.size - 2, working)
+    return np.where(rising, r_a, 0.0), beta
+
+
+def _segment(reported: np.ndarray, nominal: np.ndarray, a: int, working: np.ndarray
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(r_a, r_b, rising, beta) of each host's power law between its reported quantiles at
+    levels ``a`` and ``a + 1``: where it rises (r_b > r_a > 0, with work) the exponent
+    through both points, 0 elsewhere."""
+    r_a, r_b = reported[:, a], reported[:, a + 1]
     rising = (r_b > r_a) & (r_a > 0) & working
     beta = np.zeros(r_a.shape)
-    beta[rising] = (np.log((1.0 - nominal[-1]) / (1.0 - nominal[-2]))
+    beta[rising] = (np.log((1.0 - nominal[a + 1]) / (1.0 - nominal[a]))
                     / np.log(r_b[rising] / r_a[rising]))
-    return np.where(rising, r_a, 0.0), beta
+    return r_a, r_b, rising, beta
 
 
 def _power_tail(mapped: np.ndarray, times: np.ndarray, reported: np.ndarray,
@@ -60,13 +69,9 @@ def _power_tail(mapped: np.ndarray, times: np.ndarray, reported: np.ndarray,
     nominal = np.asarray(levels, dtype=float)
     x = np.broadcast_to(times, mapped.shape)
     for a in np.flatnonzero(nominal[:-1] >= TAIL_FROM):
-        r_a, r_b = reported[:, a], reported[:, a + 1]
-        rising = (r_b > r_a) & (r_a > 0) & working
+        r_a, r_b, rising, beta = _segment(reported, nominal, int(a), working)
         if not rising.any():
             continue
-        beta = np.zeros(r_a.shape)
-        beta[rising] = (np.log((1.0 - nominal[a + 1]) / (1.0 - nominal[a]))
-                        / np.log(r_b[rising] / r_a[rising]))
         # past the last reported quantile the same power law goes on where it is the later
         # finish: a split of n shares reads each near 0.95^(1/n), past the pooled p99.6
         # from 11 hosts up, where the model's thin tail put nothing
@@ -85,10 +90,9 @@ def _power_tail(mapped: np.ndarray, times: np.ndarray, reported: np.ndarray,
             mapped[rows, cols] = law
         else:
             # a screen's windows run to the grid's end, where half the points or more lie
-            # past a member's p95: the same arithmetic over every point, kept where drawn
-            # (gathering them cost twice as much); the power is capped at 1 below r_a,
-            # where it is not kept, so that it cannot overflow
-            # (in place: a temporary per step had cost a third of it)
+            # past a member's p95: the same arithmetic over every point, in place, kept
+            # where drawn (gathering them cost twice as much); the power is capped at 1
+            # below r_a, where it is not kept, so that it cannot overflow
             law = x / np.where(rising, r_a, 1.0)[:, None]
             with np.errstate(divide="ignore", invalid="ignore"):
                 np.log(law, out=law)
