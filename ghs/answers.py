@@ -19,7 +19,8 @@ from scheduler.selection import Exclusion
 MODEL_CALIBRATION = "none"
 CONFORMAL_CALIBRATION = ("each host's quantiles corrected by adaptive conformal inference on "
                          "its own record (hourly shadow launches scored on its capacity "
-                         "series), the hosts' corrected laws combined")
+                         "series), the hosts' corrected laws combined (the hosts of a "
+                         "split share the geometric mean of their corrections)")
 ALL_CORES = "one process per core: each host's share split evenly over all its cores"
 _START_WORDS = {"snapshot": "the jobs running at launch (latest snapshot)",
                 "steady-state": "a steady-state backlog (Pollaczek-Khinchine)",

@@ -19,6 +19,7 @@ from scheduler.calibrated_selection import (
     calibrated_host_log_cdf,
     calibrated_moments,
     length_factors,
+    shared_table,
 )
 from scheduler.choices import METHODS
 from scheduler.errors import InvalidArgumentError, NoUsableHostsError, TooManyHostsError
@@ -257,8 +258,9 @@ class SetEvaluator:
         """The calibrated law's (mean, variance) of the sets, from the model's."""
         assert self.calibration is not None and self.factor_table is not None
         dedicated = shares / (sub.processes * sub.tau)
-        factors = length_factors(self.factor_table[members],
-                                  np.asarray(self.calibration.lengths_seconds), dedicated)
+        # the hosts with work share their factors, as the served split (shared_table)
+        factors = length_factors(shared_table(self.factor_table[members], shares > 0),
+                                 np.asarray(self.calibration.lengths_seconds), dedicated)
         factors = np.where(shares[..., None] > 0, factors, 1.0)
         screen = self._atoms is None and self.partition == "equal-mean"
         if rel_tol > _CALIBRATED_TOL and screen:
@@ -305,8 +307,11 @@ class SetEvaluator:
         dedicated = self._every_host_shares(members)[0] / (self.arrays.processes
                                                             * self.arrays.tau)
         lengths = np.asarray(self.calibration.lengths_seconds)
+        # beside a set of several hosts a candidate would take the set's shared factors
+        table = self.factor_table if len(members) < 2 else np.broadcast_to(
+            shared_table(self.factor_table[members])[0], self.factor_table.shape)
         return calibrated_host_log_cdf(hosts, log_cdf, length_factors(
-            self.factor_table, lengths, dedicated), np.asarray(self.calibration.levels),
+            table, lengths, dedicated), np.asarray(self.calibration.levels),
             dedicated, grid)
 
     def _every_host_shares(self, members: np.ndarray) -> np.ndarray:

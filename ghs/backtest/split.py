@@ -20,7 +20,7 @@ from ghs.experiments.partition import NAIVE_MAX_UTILISATION
 from scheduler import predict
 from scheduler.backlog import Backlog
 from scheduler.calibrated import SERVED_LEVELS, calibrated_prediction, host_quantiles
-from scheduler.calibrated_selection import length_factors
+from scheduler.calibrated_selection import length_factors, shared_table
 from scheduler.conformal import TAIL_LEVELS, with_pooled
 from scheduler.trace_simulation import simulate_trace_many
 
@@ -111,15 +111,18 @@ class SplitLaunches:
 
     def _recombined(self, prediction: Any) -> np.ndarray:
         """The split's quantiles as a manager serves them: each station's factors (its own
-        levels' and the pooled far tail's) at its share's dedicated time, interpolated
-        between its calibrators' lengths (:func:`length_factors`), applied to its own law,
-        and the laws recombined
+        levels' and the pooled far tail's), shared over the stations with work
+        (:func:`shared_table`), at its share's dedicated time, interpolated between the
+        calibrators' lengths (:func:`length_factors`), applied to its own law, and the laws
+        recombined
         (:func:`scheduler.calibrated.calibrated_prediction`)."""
         rows = list(range(len(self.names)))
         table = np.stack([with_pooled(self.calibrators[RECOMBINED, float(length)],
                                       self.calibrators[RECOMBINED_TAIL, float(length)], rows)
                           for length in self.host_lengths], axis=1)
-        factors = length_factors(table, self.host_lengths, prediction.dedicated_seconds)
+        dedicated = np.asarray(prediction.dedicated_seconds, dtype=float)
+        factors = length_factors(shared_table(table, dedicated > 0), self.host_lengths,
+                                 dedicated)
         served = calibrated_prediction(prediction, factors, SERVED_LEVELS)
         return np.array([served.quantiles[level] for level in LEVELS])
 

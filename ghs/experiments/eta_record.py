@@ -33,7 +33,7 @@ from ghs.errors import GhsError
 from scheduler import Calibrator, Host, predict
 from scheduler.backlog import Backlog
 from scheduler.calibrated import calibrated_prediction, host_quantiles
-from scheduler.calibrated_selection import length_factors
+from scheduler.calibrated_selection import length_factors, shared_table
 from scheduler.prediction import Prediction
 from scheduler.stops import queue_of
 
@@ -129,7 +129,8 @@ def calibrated_quantiles(law: Prediction, factors: np.ndarray,
     """The quantiles (seconds) of ``law`` after each host's calibration. ``factors``:
     (hosts, lengths, levels) as :func:`factors_at` gives them for one query."""
     dedicated = np.asarray(law.dedicated_seconds, dtype=float)
-    chosen = length_factors(factors, lengths_seconds, dedicated)
+    # a split's hosts share their factors, as a manager serves them
+    chosen = length_factors(shared_table(factors, dedicated > 0), lengths_seconds, dedicated)
     # the calibrated law holds each host's quantiles, and the task's, at or above the
     # dedicated times (scheduler.calibrated.reported_quantiles)
     chosen = np.where(dedicated[:, None] > 0, chosen, 1.0)

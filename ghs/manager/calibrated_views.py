@@ -14,7 +14,7 @@ from ghs.manager.shadow_laws import LAW_LEVELS, LEVELS
 from ghs.manager.shadow_start import starts_of
 from scheduler import Host
 from scheduler.backlog import Backlog
-from scheduler.calibrated_selection import length_factors, length_weights
+from scheduler.calibrated_selection import length_factors, length_weights, shared_table
 from scheduler.conformal import level_name, with_pooled
 
 
@@ -89,18 +89,25 @@ class CalibratedViews:
         return hosts, starts, described
 
     def factors(self, tracks: Sequence[Any], dedicated_seconds: Sequence[float],
-                mode: str = "carried") -> tuple[np.ndarray, list[dict[str, Any]]]:
+                mode: str = "carried", shared: bool = False
+                ) -> tuple[np.ndarray, list[dict[str, Any]]]:
         """(hosts, LAW_LEVELS) quantile factors from the ``mode`` view's calibrators (the
         host's own levels, then the far tail pooled over hosts), each host's interpolated at
         its dedicated time between the two task lengths around it
         (:func:`scheduler.calibrated_selection.length_factors`), and what was applied
-        (JSON: the nearer length's calibrator, and both lengths with their weights)."""
+        (JSON: the nearer length's calibrator, and both lengths with their weights). With
+        ``shared`` (one task split over ``tracks``), the hosts with work take the geometric
+        mean of their tables (:func:`scheduler.calibrated_selection.shared_table`); the JSON
+        then gives each host's own factors too."""
         kept, tails = self.calibrators[mode], self.tails[mode]
         rows = [track.row for track in tracks]
-        table = np.stack([with_pooled(calibrator, tail, rows)
-                          for calibrator, tail in zip(kept, tails)], axis=1)
+        own = np.stack([with_pooled(calibrator, tail, rows)
+                        for calibrator, tail in zip(kept, tails)], axis=1)
         dedicated = np.asarray(dedicated_seconds, dtype=float)
+        sharing = dedicated > 0
+        table = shared_table(own, sharing) if shared else own
         out = length_factors(table, self.lengths, dedicated)
+        own_out = length_factors(own, self.lengths, dedicated) if shared else out
         lower, upper, weight = length_weights(self.lengths, dedicated)
         described, names = [], [level_name(level) for level in LAW_LEVELS]
         for k, track in enumerate(tracks):
@@ -118,6 +125,9 @@ class CalibratedViews:
                 "between": [{"length_seconds": float(self.lengths[i]), "weight": w,
                              "factors": dict(zip(names, map(float, table[k, i])))}
                             for i, w in ends],
+                **({"shared": {"hosts": int(sharing.sum()),
+                               "own_factors": dict(zip(names, map(float, own_out[k])))}}
+                   if shared and sharing[k] and sharing.sum() > 1 else {}),
                 "scored_launches": int(calibrator.scored[track.row, 0]),
                 "coverage": {level: _number(c) for level, c in zip(LEVELS, coverage)},
                 "pooled_tail": {level_name(level): {"scored_launches": int(n),

@@ -148,8 +148,10 @@ class QueryService:
             duration = prediction.mean
         used = {h.name: k for k, h in enumerate(hosts)}
         kept = [used[name] for name in prediction.hosts]
+        # a split's hosts share their factors (scheduler.calibrated_selection.shared_table)
         factors, applied = self.calibration.factors([tracks[k] for k in kept],
-                                                    list(prediction.dedicated_seconds), mode)
+                                                    list(prediction.dedicated_seconds), mode,
+                                                    shared=len(kept) > 1)
         envelopes: list[dict[str, Any] | None] = [None] * len(kept)
         if mode == "carried":
             factors, envelopes = held_envelope(self.calibration, tracks, chosen, starts_in, at,

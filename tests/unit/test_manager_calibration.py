@@ -329,3 +329,35 @@ def test_the_record_chooses_the_start_only_when_asked(fed):
     if picked["start"] == "backlog":
         assert starts[0].weight == picked["weight"]
         assert described[0]["forecast"]["load"] == "arrivals"
+
+
+def test_a_split_serves_its_hosts_the_geometric_mean_of_their_factors(fed):
+    _, store, _, _ = fed
+    calibration = Calibration(store, lengths_seconds=(900.0, 3600.0))
+    calibration.advance("ws1", 1)
+    scored = calibration.tracks["ws1"]
+    # a host with no record yet stands on the pool's factors, unlike ws1's own
+    fresh = calibration.track("ws-new", 1)
+    dedicated = [3600.0, 1800.0]
+    alone = [calibration.factors([track], [d], "state")[0][0]
+             for track, d in zip((scored, fresh), dedicated)]
+    assert not np.allclose(alone[0], alone[1])
+    shared, applied = calibration.factors([scored, fresh], dedicated, "state", shared=True)
+    # each host's table is the two hosts' geometric mean, read at its own dedicated time
+    # (at 3600 s the 1 h calibrator's; at 1800 s half way in log length to the 15 min one)
+    tables = np.array([[calibration.factors([track], [length], "state")[0][0]
+                        for length in (900.0, 3600.0)] for track in (scored, fresh)])
+    mean = np.sqrt(tables[0] * tables[1])
+    assert shared[0] == pytest.approx(mean[1], rel=1e-12)
+    assert shared[1] == pytest.approx(np.sqrt(mean[0] * mean[1]), rel=1e-12)
+    names = list(applied[0]["factors"])
+    for k in range(2):
+        assert applied[k]["shared"]["hosts"] == 2
+        assert list(applied[k]["shared"]["own_factors"].values()) == pytest.approx(alone[k])
+        assert list(applied[k]["factors"].values()) == pytest.approx(shared[k])
+    assert names[-1] == "p99.6"
+    # a host given no work keeps its own and stays out of the mean; alone, nothing is shared
+    part, applied = calibration.factors([scored, fresh], [3600.0, 0.0], "state", shared=True)
+    assert (part[0] == alone[0]).all() and "shared" not in applied[0]
+    one, applied = calibration.factors([scored], [3600.0], "state", shared=True)
+    assert (one[0] == alone[0]).all() and "shared" not in applied[0]

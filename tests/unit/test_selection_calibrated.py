@@ -45,8 +45,10 @@ def random_calibration(rng, hosts, spread=0.5, levels=LEVELS):
 
 def served_criterion(hosts, work, calibration, backlog=None):
     """What the manager serves for this set: the model's prediction, hosts given no work left
-    out (as ``schedule`` does), each host's factors at its dedicated time (geometric between
-    the calibrated lengths around it) applied by ``calibrated_prediction``; its mean + std."""
+    out (as ``schedule`` does), the hosts' tables shared (several hosts each take the
+    geometric mean of their tables, entry by entry), each host's factors at its dedicated time
+    (geometric between the calibrated lengths around it) applied by
+    ``calibrated_prediction``; its mean + std."""
     def run(members):
         starts = None if backlog is None else [backlog[h.name] for h in members]
         return predict(list(members), work, backlog=starts)
@@ -55,10 +57,15 @@ def served_criterion(hosts, work, calibration, backlog=None):
     if (prediction.shares <= 0).any():
         prediction = run([h for h, s in zip(hosts, prediction.shares) if s > 0])
     levels = calibration.levels
-    factors = np.array([
-        _at_length(np.asarray(calibration.factors.get(
-            name, np.ones((len(LENGTHS), len(levels))))), dedicated)
-        for name, dedicated in zip(prediction.hosts, prediction.dedicated_seconds)])
+    tables = [np.asarray(calibration.factors.get(name, np.ones((len(LENGTHS), len(levels)))))
+              for name in prediction.hosts]
+    if len(tables) > 1:
+        shared = np.ones_like(tables[0])
+        for table in tables:
+            shared = shared * table ** (1.0 / len(tables))
+        tables = [shared] * len(tables)
+    factors = np.array([_at_length(table, dedicated)
+                        for table, dedicated in zip(tables, prediction.dedicated_seconds)])
     return calibrated_prediction(prediction, factors, levels).criterion, prediction.hosts
 
 
