@@ -10,6 +10,7 @@ from scheduler import Host, predict
 from scheduler.calibrated import calibrated_prediction
 from scheduler.calibrated_selection import shared_table
 from scheduler.conformal import LEVELS
+from scheduler.errors import InvalidArgumentError
 from scheduler.simulation import simulate
 
 
@@ -31,6 +32,10 @@ def test_hosts_sharing_a_task_take_the_geometric_mean_of_their_tables():
     sets = shared_table(batch, [[True, True, False], [False, False, True]])
     np.testing.assert_allclose(sets[0, 1], np.sqrt(tables[0] * tables[1]), rtol=1e-12)
     assert (sets[0, 2] == tables[2]).all() and (sets[1] == batch[1]).all()
+    # bad tables and marks are named
+    for bad, sharing in ((-tables, None), (tables[0], None), (tables, [True, False])):
+        with pytest.raises(InvalidArgumentError):
+            shared_table(bad, sharing)
 
 
 def test_shared_factors_keep_a_splits_quantiles_where_each_hosts_noisy_own_lift_them():
