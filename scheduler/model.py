@@ -81,8 +81,8 @@ class Servers:
         tail = fits.isf(self.code, self.p1, self.p2, ratio)
         return self.t + np.where(need, tail, 0.0)
 
-    def take(self, rows: np.ndarray) -> Servers:
-        """The problems ``rows`` of a (B, n) batch."""
+    def take(self, rows: np.ndarray | slice) -> Servers:
+        """The problems ``rows`` of a (B, n) batch (a slice gives views)."""
         return Servers(**{name: getattr(self, name)[rows] for name in _FIELDS})
 
     def expand(self) -> Servers:

@@ -365,6 +365,22 @@ def test_the_search_screen_scores_sets_as_the_exact_criterion_does(with_backlog,
     assert error.max() < 5e-3
 
 
+
+def test_the_screen_gives_the_same_figures_whatever_its_blocks_of_members(monkeypatch):
+    # the screen evaluates members in blocks that stay in cache, each set's product carried
+    # across blocks: blocks of a few rows (sets split between them, a block's rows from
+    # several sets) must give the figures of one block holding them all
+    from scheduler import calibrated_screen
+
+    rng = np.random.default_rng(23)
+    evaluator, members, valid = _screened_pool(rng, False, SERVED_LEVELS)
+    monkeypatch.setattr(calibrated_screen, "_BLOCK_POINTS", 10**9)
+    whole = evaluator.dense(members, valid, _SEARCH_TOL)
+    for points in (1, 700, 2_000):  # a row a block, and a few rows (at ~150 columns)
+        monkeypatch.setattr(calibrated_screen, "_BLOCK_POINTS", points)
+        np.testing.assert_allclose(evaluator.dense(members, valid, _SEARCH_TOL), whole,
+                                   rtol=1e-12)
+
 def test_the_screen_carries_the_far_tail_past_where_every_model_cdf_is_one():
     # light owners' jobs (CoV 0.3, utilisation 2-10%): every model F rounds to 1 well before
     # the served grid's end, while the calibrated law's power law goes on past its p99.6;
