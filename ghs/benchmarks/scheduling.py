@@ -145,7 +145,7 @@ def bench_selection(sizes: list[int], rng: np.random.Generator) -> list[dict[str
         if size <= CALIBRATED_MAX_HOSTS:
             calibration = lab_calibration(hosts, np.random.default_rng(size))
             auto["calibrated_seconds"], _ = _timed(
-                _selection_repeats(size) // 2 or 1,
+                max(2, _selection_repeats(size) // 2),
                 functools.partial(schedule, hosts, work, calibration=calibration),
                 clock=time.process_time)
         auto["time_vs_prefix"] = auto["seconds"] / prefix["seconds"]
