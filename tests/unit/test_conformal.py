@@ -275,7 +275,6 @@ def test_a_pooled_far_tail_is_met_over_every_hosts_launches():
     assert own_missed / launches > 3 * 0.004
 
 
-
 def _far_tail_after_bursts(calibrator, seed, launches=960):
     """The pooled p99.6 factor after ``launches`` (5 days of 8 hosts' hourly launches) in a
     bursty world: 98% of runs end well inside the model's p99.6, 2% wait behind a burst,
@@ -298,6 +297,7 @@ def test_the_pooled_far_tail_climbs_to_a_bursty_worlds_factor_in_days():
             for seed in range(8)]
     assert min(default) > 6.0 and max(slow) < 5.5
     assert max(default) < 17.0 * np.exp(pooled_calibrator().settings.step)
+
 
 def test_levels_are_named_as_served():
     assert [level_name(level) for level in (0.5, 0.9, 0.95, 0.99, 0.996)] == [

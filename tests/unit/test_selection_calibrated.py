@@ -365,7 +365,6 @@ def test_the_search_screen_scores_sets_as_the_exact_criterion_does(with_backlog,
     assert error.max() < 5e-3
 
 
-
 def test_the_screen_gives_the_same_figures_whatever_its_blocks_of_members(monkeypatch):
     # the screen evaluates members in blocks that stay in cache, each set's product carried
     # across blocks: blocks of a few rows (sets split between them, a block's rows from
@@ -380,6 +379,7 @@ def test_the_screen_gives_the_same_figures_whatever_its_blocks_of_members(monkey
         monkeypatch.setattr(calibrated_screen, "_BLOCK_POINTS", points)
         np.testing.assert_allclose(evaluator.dense(members, valid, _SEARCH_TOL), whole,
                                    rtol=1e-12)
+
 
 def test_the_screen_carries_the_far_tail_past_where_every_model_cdf_is_one():
     # light owners' jobs (CoV 0.3, utilisation 2-10%): every model F rounds to 1 well before
