@@ -99,6 +99,42 @@ def test_readme_examples_parse_as_real_commands():
             assert context.params is not None, line
 
 
+def _heading_anchors(markdown):
+    """The anchors GitHub gives a file's headings: lower case, punctuation but hyphens and
+    underscores dropped, spaces made hyphens (code fences' comment lines are not headings)."""
+    text = re.sub(r"```.*?```", "", markdown, flags=re.S)
+    return {re.sub(r"[^\w\- ]", "", title.strip().lower()).replace(" ", "-")
+            for title in re.findall(r"^#{1,6} (.+)$", text, re.M)}
+
+
+@pytest.mark.parametrize("doc", ["README.md", "docs/measurement-log.md"])
+def test_the_docs_links_lead_somewhere(doc):
+    """Every relative link of the README and the measurement log names a file that exists
+    and, with a #fragment, one of that file's headings: history moved out of the README
+    must stay one click away."""
+    source = ROOT / doc
+    links = re.findall(r"\]\(([^)\s]+)\)", source.read_text())
+    local = [link for link in links if not re.match(r"[a-z]+:", link)]
+    assert doc != "README.md" or len(local) >= 5
+    for link in local:
+        path, _, fragment = link.partition("#")
+        target = (source.parent / path) if path else source
+        assert target.is_file(), f"{doc}: {link} names no file"
+        if fragment:
+            assert fragment in _heading_anchors(target.read_text()), \
+                f"{doc}: {link} names no heading of {target.name}"
+
+
+def test_the_measurement_log_keeps_what_left_the_readme():
+    """The README's history lives on in the log: the speed history, the search's, and the
+    probes behind the calibration figures."""
+    log = (ROOT / "docs" / "measurement-log.md").read_text()
+    for heading in ("Speed: how the figures came about", "The mean error: what was tried",
+                    "Choosing the machines: how the calibrated search came about"):
+        assert f"## {heading}" in log
+    assert "### How the speed figures came about" not in README
+
+
 @pytest.mark.skipif(shutil.which("ruff") is None, reason="ruff is in the test extra")
 def test_ruff_is_clean():
     completed = subprocess.run(["ruff", "check", "."], capture_output=True, text=True,
