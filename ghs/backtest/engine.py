@@ -164,9 +164,13 @@ def run_backtest(stations: Sequence[Station], keys: Sequence[str], works: Sequen
     if settings.end_seconds is not None:
         stations = [Station(s.name, tuple(r for r in s.rows if r[0] < settings.end_seconds),
                             s.header_zero_epoch_seconds) for s in stations]
-        if not all(s.rows for s in stations):
-            raise BacktestError(f"a station has no job before --end {settings.end_seconds:g} s",
-                                field="end", value=settings.end_seconds)
+        empty = [key for key, s in zip(keys, stations) if not s.rows]
+        if empty:
+            raise BacktestError(
+                f"{len(empty)} of {len(stations)} stations have no job before --end "
+                f"{settings.end_seconds:g} s ({', '.join(empty[:3])}"
+                f"{', ...' if len(empty) > 3 else ''}): end later, or cut the log into "
+                f"fewer stations", field="end", value=settings.end_seconds)
     traces = [Trace(np.array([r[0] for r in s.rows]), np.array([r[1] for r in s.rows]))
               for s in stations]
     ends = np.array([float(t.arrival_seconds[-1]) for t in traces])

@@ -151,6 +151,9 @@ def test_a_launch_never_uses_what_came_after_it():
 
 def test_bad_requests_are_one_line_errors(tmp_path):
     path = _write_csv(tmp_path / "a.csv", _rows(1, 1.0))
+    # a station whose first job comes after the --end asked for
+    late = _write_csv(tmp_path / "late.csv",
+                      [(3 * 86400.0 + t, c, u, x) for t, c, u, x in _rows(1, 1.0)])
     for args, words in ((["--trace", path, "--work", "1h", "--start", "90m"], "whole number"),
                         (["--manager", "tcp://127.0.0.1:1", "--work", "1h", "--timeout", "1"],
                          "did not answer within 1 s"),
@@ -159,7 +162,9 @@ def test_bad_requests_are_one_line_errors(tmp_path):
                          "--shadow-every must be a whole number of hours"),
                         (["--manager", "tcp://127.0.0.1:1", "--work", "1h", "--shadow-every",
                           "1h"], "--shadow-every goes with --trace"),
-                        (["--trace", path, "--work", "1h", "--start", "30d"], "no launch")):
+                        (["--trace", path, "--work", "1h", "--start", "30d"], "no launch"),
+                        (["--trace", path, "--trace", late, "--work", "1h", "--end", "2d"],
+                         f"1 of 2 stations have no job before --end 172800 s ({late})")):
         result = CliRunner().invoke(main, ["backtest", *args])
         assert result.exit_code == 2, result.output
         assert words in result.output and "Traceback" not in result.output
