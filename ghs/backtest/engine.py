@@ -17,8 +17,10 @@ default (the manager's): ``forecast`` (with ``parallel``: ``uncalibrated``, the 
 split needs) with its quantiles corrected by adaptive conformal
 inference (:class:`scheduler.Calibrator`, one per task length, a row per station, pooled
 prior) on this station's own record (its mean is left as the model's: scaling it like the
-median made it worse on every log tried); on a launch that found local jobs running, its
-p90 and p95 are the upper envelope of its own and ``calibrated-held``'s (``ENVELOPE``).
+median made it worse on every log tried), apart for launches that found local jobs running
+and those that did not (``BY_JOBS_RUNNING``, as a manager's); on a launch that found local
+jobs running, its p90 and p95 are the upper envelope of its own and ``calibrated-held``'s
+(``ENVELOPE``).
 ``calibrated-state`` does the same to ``weighted`` and ``calibrated-held`` to
 ``uncalibrated`` (the running jobs held as a backlog).
 As the manager does, the calibrators learn from shadow launches every hour of each station's
@@ -58,10 +60,12 @@ import numpy as np
 
 from ghs.agent.replay import DEFAULT_ZERO_EPOCH_SECONDS, Station
 from ghs.backtest.scoring import (
+    BY_JOBS_RUNNING,
     CALIBRATED,
     DEFAULT_PREDICTOR,
     DIST,
     ENVELOPE,
+    JOBS_RUNNING,
     LEVELS,
     MODEL_VIEWS,
     RECOMBINED,
@@ -222,7 +226,8 @@ class _Run(SplitLaunches):
         lengths = settings.calibration_lengths_seconds
         self.lengths = np.unique(np.asarray(work if lengths is None else lengths, dtype=float))
         self.work = np.union1d(work, self.lengths)
-        self.calibrators = {(name, float(w)): Calibrator(rows) for name in CALIBRATED
+        names = (*CALIBRATED, *(name + JOBS_RUNNING for name in BY_JOBS_RUNNING))
+        self.calibrators = {(name, float(w)): Calibrator(rows) for name in names
                             for w in self.lengths}
         # with ``parallel``, each station's own calibrators too (a row each), at a manager's
         # task lengths, taught by single-host shadow launches as a manager's are (RECOMBINED)
@@ -286,7 +291,7 @@ class _Run(SplitLaunches):
             return reported_quantiles(quantiles, length_factors(table, self.lengths, work),
                                       dedicated_seconds)
         reported = calibrator.adjust([row], quantiles[None])[0]
-        at_launch = None if name in STANDING else (
+        at_launch = None if name.removesuffix(JOBS_RUNNING) in STANDING else (
             reported, calibrator.pool_adjust(quantiles[None])[0])
         levels = np.zeros(quantiles.size, bool)
         self.pending.append(_Pending(row, (name, work), at, realised, quantiles.copy(), levels,
@@ -367,8 +372,11 @@ class _Run(SplitLaunches):
                         if view == name:
                             # the floor the walk's time is exact against: the work
                             # itself (tau 1), not the partition's arithmetic of it
+                            key = calibrated + JOBS_RUNNING if (
+                                calibrated in BY_JOBS_RUNNING and backlog.job_means) \
+                                else calibrated
                             reported_by[calibrated] = self._calibrate(
-                                calibrated, k, float(w), at, realised, q, float(w))
+                                key, k, float(w), at, realised, q, float(w))
                             means_by[calibrated] = p.mean
                 if not record:
                     continue

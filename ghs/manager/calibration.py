@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from ghs.manager.calibrated_views import CalibratedViews
+from ghs.manager.calibrated_views import BUSY_VIEW, CalibratedViews
 from ghs.manager.envelope import envelope_of, running_jobs
 from ghs.manager.realised import Outcomes
 from ghs.manager.shadow_laws import (
@@ -90,6 +90,9 @@ class _Shadow:
     candidates: np.ndarray | None
     view: str = "carried"
     decided: bool = False
+    # the calibrators that score it (``self.calibrators[calibrator]``): its view's (None),
+    # or BUSY_VIEW's for a carried launch that found jobs running
+    calibrator: str | None = None
     # (host's, pool's) quantiles served at launch, scored against; None in the
     # STANDING_VIEWS, scored against the factors as they stand when the outcome is known
     at_launch: tuple[np.ndarray, np.ndarray] | None = None
@@ -97,6 +100,10 @@ class _Shadow:
     tail: np.ndarray = field(default_factory=lambda: np.full(len(TAIL_LEVELS), np.inf))
     tail_decided: np.ndarray = field(
         default_factory=lambda: np.zeros(len(TAIL_LEVELS), bool))
+
+    def __post_init__(self) -> None:
+        if self.calibrator is None:
+            self.calibrator = self.view
 
 
 @dataclass
@@ -148,7 +155,8 @@ class Calibration(CalibratedViews, ShadowOutcomes):
         self.weights = BacklogWeights(0, WeightSettings(by_record=start_by_record))
         # each way of starting a host is scored and calibrated on its own
         self.views = VIEWS + (("record",) if start_by_record else ())
-        self.calibrators = {view: [Calibrator(0) for _ in self.lengths] for view in self.views}
+        self.calibrators = {view: [Calibrator(0) for _ in self.lengths]
+                            for view in (*self.views, BUSY_VIEW)}
         # each view's and length's far-tail corrections, one for all hosts
         self.tails = {view: [pooled_calibrator(TAIL_LEVELS) for _ in self.lengths]
                       for view in self.views}
@@ -377,16 +385,18 @@ class Calibration(CalibratedViews, ShadowOutcomes):
         own = len(LEVELS)
         for v, view in enumerate(self.views):
             reported_all = []
+            kept = BUSY_VIEW if view == "carried" and busy else view
             for j, length in enumerate(self.lengths):
                 base = model_q[v, j, :own]
-                reported, pooled = self.calibrators[view][j].adjust_and_pool(track.row, base)
+                reported, pooled = self.calibrators[kept][j].adjust_and_pool(track.row, base)
                 # served never before the dedicated time (the calibrated law's floor);
                 # the calibrator learns from its own quantiles (scheduler.calibrated)
                 reported_all.append(np.maximum(reported, float(length)))
                 track.pending.append(_Shadow(
                     at, j, float(length), base, None if candidates is None else candidates[j],
                     view, tail=model_q[v, j, own:],
-                    at_launch=None if view in STANDING_VIEWS else (reported, pooled)))
+                    at_launch=None if view in STANDING_VIEWS else (reported, pooled),
+                    calibrator=kept))
             rows += [(LEDGER_NAMES[view][0], means[v], np.array(reported_all)),
                      (LEDGER_NAMES[view][1], means[v], model_q[v, :, :own])]
         if busy:  # the ledger keeps what a query is served (ghs.manager.envelope)

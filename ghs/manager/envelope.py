@@ -1,9 +1,10 @@
 """The calibrated answer for a host that has local jobs running at launch.
 
 The default for a task on one host starts it idle under the forecast of the host's measured
-load, which carries the jobs running now (``carried``); its calibrator learns mostly from
-launches that found no job running, and on the back-tests it covered only .55-.80 at p90 of
-the launches that did. For such a host the answer's p90 and p95 are the upper envelope of the
+load, which carries the jobs running now (``carried``), calibrated for such a host on its
+launches that found jobs running (``BUSY_VIEW``): a fifth to a third of its record, too few
+for their p90 and p95 to learn in days (alone they covered .63-.83 at p90 on the
+back-tests). For such a host the answer's p90 and p95 are the upper envelope of the
 carried view's calibrated quantiles and those of the view that holds the running jobs as a
 backlog under the forecast of new arrivals (``state``, calibrated on its own): each is
 calibrated on the host's record, and the envelope covers at least what either does. The mean

@@ -15,7 +15,7 @@ import numpy as np
 from ghs.config import SchedulerConfig
 from ghs.errors import GhsError
 from ghs.manager.calibration import Calibration
-from ghs.manager.envelope import held_envelope
+from ghs.manager.envelope import held_envelope, running_jobs
 from ghs.manager.estimates import EstimateCache, HostState
 from ghs.manager.record_view import manager_backtest
 from ghs.manager.state import host_backlog
@@ -149,9 +149,9 @@ class QueryService:
         used = {h.name: k for k, h in enumerate(hosts)}
         kept = [used[name] for name in prediction.hosts]
         # a split's hosts share their factors (scheduler.calibrated_selection.shared_table)
-        factors, applied = self.calibration.factors([tracks[k] for k in kept],
-                                                    list(prediction.dedicated_seconds), mode,
-                                                    shared=len(kept) > 1)
+        factors, applied = self.calibration.factors(
+            [tracks[k] for k in kept], list(prediction.dedicated_seconds), mode,
+            shared=len(kept) > 1, jobs_running=[running_jobs(starts_in[k]) for k in kept])
         envelopes: list[dict[str, Any] | None] = [None] * len(kept)
         if mode == "carried":
             factors, envelopes = held_envelope(self.calibration, tracks, chosen, starts_in, at,

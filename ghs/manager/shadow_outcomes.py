@@ -50,18 +50,18 @@ class ShadowOutcomes:
         def own_now(shadow: Any) -> tuple[np.ndarray, np.ndarray]:
             if shadow.at_launch is not None:
                 return shadow.at_launch
-            key = (shadow.view, shadow.length)
+            key = (shadow.calibrator, shadow.length)
             factors = standing.get(key)
             if factors is None:
-                factors = standing[key] = self.calibrators[shadow.view][
+                factors = standing[key] = self.calibrators[shadow.calibrator][
                     shadow.length].factors_and_pool(track.row)
             return (np.maximum.accumulate(shadow.base * factors[0]),
                     np.maximum.accumulate(shadow.base * factors[1]))
 
         def score_own(shadow: Any, missed: np.ndarray, pool_missed: np.ndarray) -> None:
-            self.calibrators[shadow.view][shadow.length].record_each(
+            self.calibrators[shadow.calibrator][shadow.length].record_each(
                 [track.row], missed[None], pool_missed[None])
-            standing.pop((shadow.view, shadow.length), None)
+            standing.pop((shadow.calibrator, shadow.length), None)
 
         def tail_now(shadow: Any) -> np.ndarray:
             factors = self.tails[shadow.view][shadow.length].factors([0])[0]

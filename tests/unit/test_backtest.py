@@ -359,3 +359,69 @@ def test_what_a_split_reads_is_scored_at_its_factors_as_they_move(name):
         assert np.log(factors) == pytest.approx([10.0, 18.0, 19.0])
     else:
         assert ((factors > 2.9) & (factors < 4.0)).all(), factors
+
+
+def _conditional_p50(body):
+    """(busy, idle) coverage of the default's p50: launches that found local jobs running
+    (the state start differs from the idle one) and those that did not."""
+    by = {}
+    for record in body["launches"]:
+        by.setdefault(record["predictor"], {})[record["launch_seconds"]] = record
+    busy = {k for k in by["calibrated"] if by["state"][k]["mean"] != by["paper"][k]["mean"]}
+
+    def covered(keys):
+        return np.mean([by["calibrated"][k]["realised_seconds"]
+                        <= by["calibrated"][k]["quantiles"]["p50"] for k in keys])
+    return covered(busy), covered(set(by["calibrated"]) - busy), len(busy)
+
+
+def test_launches_with_jobs_running_teach_the_defaults_calibrators_of_their_own(monkeypatch):
+    """The default's calibrators are apart for launches that found local jobs running: each
+    launch, scored or shadow, is calibrated by the set its start says, and no other."""
+    import ghs.backtest.engine as engine
+
+    used = []
+    calibrate = engine._Run._calibrate
+
+    def spy(self, name, row, work, at, *args):
+        used.append((name, at))
+        return calibrate(self, name, row, work, at, *args)
+
+    monkeypatch.setattr(engine._Run, "_calibrate", spy)
+    rows = _rows(2, 4, rate_per_hour=1.0, mean_seconds=1000.0)
+    body = run_backtest([Station("s", tuple(rows))], ["s.csv"], [HOUR], BacktestSettings(
+        start_seconds=48 * HOUR, every_seconds=HOUR, sensor=LIGHT))
+    default = {at for name, at in used if name == "calibrated"}
+    apart = {at for name, at in used if name == "calibrated" + engine.JOBS_RUNNING}
+    assert default and apart and not default & apart
+    # the scored launches: apart exactly where the state start held running jobs
+    by = {}
+    for record in body["launches"]:
+        by.setdefault(record["predictor"], {})[record["launch_seconds"]] = record
+    busy = {k for k in by["calibrated"] if by["state"][k]["mean"] != by["paper"][k]["mean"]}
+    assert busy and busy == apart & set(by["calibrated"])
+
+
+@pytest.mark.slow
+def test_calibrating_busy_and_idle_launches_apart_holds_each_ones_median(monkeypatch):
+    """A Poisson workstation at utilisation ~0.45 with demands of ~30 min (lognormal, CoV
+    1.3): the carried view is early when jobs are running and late when not, so one
+    calibrator for both leaves each group's p50 off 0.5; apart, each is near it (three
+    seeds pooled: summed distance from 0.5 of the two groups' p50 coverage .74 together,
+    .24 apart)."""
+    import ghs.backtest.engine as engine
+
+    distance = {}
+    for apart in (True, False):
+        monkeypatch.setattr(engine, "BY_JOBS_RUNNING", ("calibrated",) if apart else ())
+        total = 0.0
+        for seed in (1, 2, 3):
+            rows = _rows(seed, 8, rate_per_hour=1.0, mean_seconds=1000.0)
+            body = run_backtest([Station("s", tuple(rows))], ["s.csv"], [HOUR],
+                                BacktestSettings(start_seconds=48 * HOUR,
+                                                 every_seconds=HOUR, sensor=LIGHT))
+            busy, idle, count = _conditional_p50(body)
+            assert count > 50
+            total += abs(busy - 0.5) + abs(idle - 0.5)
+        distance[apart] = total
+    assert distance[True] < 0.35 < 0.6 < distance[False]

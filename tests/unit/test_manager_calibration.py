@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ghs.manager.calibration import Calibration
+from ghs.manager.calibration import BUSY_VIEW, Calibration
 from ghs.manager.realised import CapacitySeries, overran, realised_seconds
 from ghs.manager.simulated_feed import ZERO_EPOCH_SECONDS, ManagerFeed, poisson_jobs
 from ghs.manager.store import ManagerStore
@@ -79,8 +79,11 @@ def test_every_hour_of_the_record_is_a_launch_scored_on_what_the_jobs_left(fed):
     track = calibration.tracks["ws1"]
     for j, length in enumerate(calibration.lengths):
         n = sum(1 for row in scored if row["length_seconds"] == length)
-        for view in ("carried", "state"):
-            assert calibration.calibrators[view][j].scored[track.row, 0] == n
+        assert calibration.calibrators["state"][j].scored[track.row, 0] == n
+        # the carried view's launches that found jobs running teach calibrators of their own
+        apart = calibration.calibrators[BUSY_VIEW][j].scored[track.row, 0]
+        assert 0 < apart < n
+        assert calibration.calibrators["carried"][j].scored[track.row, 0] + apart == n
     # the start candidates are scored only when the record is to choose
     assert calibration.weights.scored[track.row] == 0
     # advancing again makes nothing new: the record is incremental
@@ -124,8 +127,10 @@ def test_every_outcome_teaches_the_far_tail_pooled_over_hosts(fed):
             n = sum(1 for row in scored if row["length_seconds"] == length)
             tail = calibration.tails[view][j]
             # every finished launch, and those known to have overrun it before they ended
-            assert (n <= tail.scored[0]).all() and (tail.scored[0] <= calibration.calibrators[
-                view][j].scored[track.row, 0] + 2).all()
+            # (the carried view's host levels are scored in two sets, by jobs running)
+            own = sum(calibration.calibrators[kept][j].scored[track.row, 0] for kept in (
+                (view, BUSY_VIEW) if view == "carried" else (view,)))
+            assert (n <= tail.scored[0]).all() and (tail.scored[0] <= own + 2).all()
     factors, applied = calibration.factors([track], [3600.0], "state")
     tail = calibration.tails["state"][1]
     assert calibration.levels == (0.5, 0.9, 0.95, *tail.levels)
@@ -134,6 +139,32 @@ def test_every_outcome_teaches_the_far_tail_pooled_over_hosts(fed):
     assert applied[0]["pooled_tail"]["p99.6"] == {
         "scored_launches": int(tail.scored[0, 0]),
         "coverage": pytest.approx(tail.covered[0, 0] / tail.scored[0, 0])}
+
+
+def test_a_host_with_jobs_running_reads_the_calibrators_of_such_launches(fed):
+    """A one-host answer for a host with jobs running at launch is served the factors
+    learnt on the carried launches that found jobs running (BUSY_VIEW), and says so; the
+    far tail stays the view's, and a split's state view has one set."""
+    _, _, calibration, _ = fed
+    track = calibration.tracks["ws1"]
+    j = list(calibration.lengths).index(3600.0)
+    idle, idle_applied = calibration.factors([track], [3600.0], "carried")
+    busy, busy_applied = calibration.factors([track], [3600.0], "carried",
+                                             jobs_running=[True])
+    for factors, applied, view in ((idle, idle_applied, "carried"),
+                                   (busy, busy_applied, BUSY_VIEW)):
+        kept = calibration.calibrators[view][j]
+        assert factors[0, :3] == pytest.approx(kept.factors([track.row])[0], rel=1e-12)
+        assert applied[0]["view"] == view
+        assert applied[0]["scored_launches"] == kept.scored[track.row, 0]
+    assert not np.allclose(busy[0, :3], idle[0, :3])
+    assert busy[0, 3:] == pytest.approx(idle[0, 3:])
+    # hosts of one query each read their own set
+    both, _ = calibration.factors([track, track], [3600.0, 3600.0], "carried",
+                                  jobs_running=[True, False])
+    assert both == pytest.approx(np.concatenate([busy, idle]))
+    state, _ = calibration.factors([track], [3600.0], "state", jobs_running=[True])
+    assert state == pytest.approx(calibration.factors([track], [3600.0], "state")[0])
 
 
 def test_a_launch_past_the_far_tail_is_a_miss_before_it_ends():
