@@ -62,6 +62,7 @@ class ConformalSettings:
     levels: tuple[float, ...] = field(default=LEVELS)
     step: float = 0.1
     prior_launches: float = 10.0
+    young_launches: float = 0.0
 
     def __post_init__(self) -> None:
         try:
@@ -75,7 +76,8 @@ class ConformalSettings:
             raise InvalidArgumentError(f"levels must be increasing numbers in (0, 1), got "
                                        f"{self.levels!r}", field="levels", value=self.levels)
         for name, value, low, high in (("step", self.step, 1e-6, 2.0),
-                                       ("prior_launches", self.prior_launches, 0.0, 1e6)):
+                                       ("prior_launches", self.prior_launches, 0.0, 1e6),
+                                       ("young_launches", self.young_launches, 0.0, 1e6)):
             if not (isinstance(value, (int, float)) and low <= value <= high):
                 raise InvalidArgumentError(f"{name} must be in [{low:g}, {high:g}], got "
                                            f"{value!r}", field=name, value=value)
@@ -199,7 +201,8 @@ class Calibrator(RowState):
         newcomer = (self.scored[idx] == 0) & moving
         rows, cols = np.nonzero(newcomer)
         self.theta[idx[rows], cols] = self.pool_theta[cols]
-        np.add.at(self.theta, idx, np.where(known, share[:, None] * step * (miss - target),
+        own_step = self._steps(self.scored[idx])
+        np.add.at(self.theta, idx, np.where(known, share[:, None] * own_step * (miss - target),
                                             0.0))
         np.add.at(self.scored, idx, counted.astype(np.int64))
         np.add.at(self.covered, idx, (counted & ~miss).astype(np.int64))
@@ -248,6 +251,7 @@ class Calibrator(RowState):
         few row operations instead of :meth:`record`'s general batch (the same bits)."""
         step, target = self.settings.step, 1.0 - np.asarray(self.settings.levels)
         moves, pool_moves = step * (miss - target), step * (pool_miss - target)
+        young = self.settings.young_launches > 0
         hits = ~miss
         theta, scored, covered, pool = self.theta, self.scored, self.covered, self.pool_theta
         for k, row in enumerate(idx.tolist()):
@@ -255,11 +259,19 @@ class Calibrator(RowState):
             if fresh.any():
                 # a level never scored starts from the pool's correction
                 theta[row] = np.where(fresh, pool, theta[row])
-            theta[row] += moves[k]
+            theta[row] += self._steps(scored[row]) * (miss[k] - target) if young else moves[k]
             pool += pool_moves[k]
             scored[row] += 1
             covered[row] += hits[k]
         self.pool_batches += idx.size
+
+    def _steps(self, scored: np.ndarray) -> np.ndarray:
+        """The adaptive step of rows with ``scored`` launches so far: ``step``, larger while
+        a record is young (step x sqrt(young_launches / (scored + 1)) before then)."""
+        step, young = self.settings.step, self.settings.young_launches
+        if young <= 0:
+            return np.full(np.shape(scored), step)
+        return step * np.sqrt(np.maximum(1.0, young / (np.asarray(scored) + 1.0)))
 
     @staticmethod
     def _weights(weight: Any, launches: int) -> np.ndarray:

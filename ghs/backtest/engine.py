@@ -81,6 +81,7 @@ from ghs.backtest.views import (
 from ghs.backtest.world import HOUR_SECONDS, BacktestError, StationWorld
 from ghs.config import SensorConfig
 from ghs.experiments.partition import NAIVE_MAX_UTILISATION
+from ghs.manager.calibrated_views import YOUNG_LAUNCHES
 from ghs.manager.calibration import LENGTHS_SECONDS
 from ghs.manager.envelope import envelope_of
 from scheduler import Calibrator, predict
@@ -88,7 +89,7 @@ from scheduler.backlog import Backlog
 from scheduler.backlog_weight import BacklogWeights, WeightSettings
 from scheduler.calibrated import reported_quantiles
 from scheduler.calibrated_selection import length_factors
-from scheduler.conformal import pooled_calibrator
+from scheduler.conformal import ConformalSettings, pooled_calibrator
 from scheduler.trace_simulation import simulate_trace_many
 from scheduler.window_forecast import settle_duration
 from scheduler.workload import Trace
@@ -226,9 +227,12 @@ class _Run(SplitLaunches):
         lengths = settings.calibration_lengths_seconds
         self.lengths = np.unique(np.asarray(work if lengths is None else lengths, dtype=float))
         self.work = np.union1d(work, self.lengths)
-        names = (*CALIBRATED, *(name + JOBS_RUNNING for name in BY_JOBS_RUNNING))
-        self.calibrators = {(name, float(w)): Calibrator(rows) for name in names
-                            for w in self.lengths}
+        apart = tuple(name + JOBS_RUNNING for name in BY_JOBS_RUNNING)
+        # the one-host default's calibrators take a manager's young-record steps
+        young = ConformalSettings(young_launches=YOUNG_LAUNCHES)
+        self.calibrators = {(name, float(w)): Calibrator(rows, young if (
+            name in BY_JOBS_RUNNING or name in apart) and not settings.parallel else None)
+                            for name in (*CALIBRATED, *apart) for w in self.lengths}
         # with ``parallel``, each station's own calibrators too (a row each), at a manager's
         # task lengths, taught by single-host shadow launches as a manager's are (RECOMBINED)
         self.host_lengths = np.sort(np.asarray(LENGTHS_SECONDS if lengths is None

@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from ghs.manager.calibrated_views import BUSY_VIEW, CalibratedViews
+from ghs.manager.calibrated_views import BUSY_VIEW, YOUNG_LAUNCHES, CalibratedViews
 from ghs.manager.envelope import envelope_of, running_jobs
 from ghs.manager.realised import Outcomes
 from ghs.manager.shadow_laws import (
@@ -50,7 +50,7 @@ from scheduler import Calibrator, ForecastBank, Host
 from scheduler.backlog import Backlog
 from scheduler.backlog_weight import BacklogWeights, WeightSettings
 from scheduler.calibrated import SERVED_LEVELS
-from scheduler.conformal import TAIL_LEVELS, pooled_calibrator
+from scheduler.conformal import TAIL_LEVELS, ConformalSettings, pooled_calibrator
 from scheduler.host_moments import prime_host_moments
 from scheduler.prediction import predict_hosts
 
@@ -155,7 +155,9 @@ class Calibration(CalibratedViews, ShadowOutcomes):
         self.weights = BacklogWeights(0, WeightSettings(by_record=start_by_record))
         # each way of starting a host is scored and calibrated on its own
         self.views = VIEWS + (("record",) if start_by_record else ())
-        self.calibrators = {view: [Calibrator(0) for _ in self.lengths]
+        young = ConformalSettings(young_launches=YOUNG_LAUNCHES)
+        self.calibrators = {view: [Calibrator(0, young if view in ("carried", BUSY_VIEW)
+                                              else None) for _ in self.lengths]
                             for view in (*self.views, BUSY_VIEW)}
         # each view's and length's far-tail corrections, one for all hosts
         self.tails = {view: [pooled_calibrator(TAIL_LEVELS) for _ in self.lengths]

@@ -214,13 +214,14 @@ def _state(calibrator):
             ("theta", "scored", "covered", "pool_theta", "pool_batches")]
 
 
-@pytest.mark.parametrize("prior", [10.0, 0.0])
-def test_record_each_leaves_the_state_of_one_record_per_launch(prior):
+@pytest.mark.parametrize("prior, young", [(10.0, 0.0), (0.0, 0.0), (10.0, 30.0)])
+def test_record_each_leaves_the_state_of_one_record_per_launch(prior, young):
     """The refresh's scan (a host's outcomes at once) against record launch by launch, to
     the bit: newcomers, repeated hosts, a history with undecided levels."""
     rng = np.random.default_rng(5)
     for trial in range(200):
-        one, scan = (Calibrator(4, ConformalSettings(prior_launches=prior)) for _ in range(2))
+        one, scan = (Calibrator(4, ConformalSettings(prior_launches=prior,
+                                                     young_launches=young)) for _ in range(2))
         for calibrator in (one, scan):
             history = np.random.default_rng(trial)
             for _ in range(int(history.integers(0, 5))):
@@ -302,3 +303,39 @@ def test_the_pooled_far_tail_climbs_to_a_bursty_worlds_factor_in_days():
 def test_levels_are_named_as_served():
     assert [level_name(level) for level in (0.5, 0.9, 0.95, 0.99, 0.996)] == [
         "p50", "p90", "p95", "p99", "p99.6"]
+
+
+def test_a_young_record_climbs_faster_then_steps_as_before():
+    """With ``young_launches`` a row's step is larger while it has few outcomes (step x
+    sqrt(young / (n + 1))), so a model that is far off is corrected in fewer launches; from
+    the ``young``-th launch on it is the step itself, and the long-run coverage holds."""
+    calibrator = Calibrator(1, ConformalSettings(young_launches=30.0))
+    assert calibrator._steps(np.array([0, 8, 29, 30, 500])) == pytest.approx(
+        [0.1 * np.sqrt(30), 0.1 * np.sqrt(30 / 9), 0.1, 0.1, 0.1])
+    # the realised times sit e^1.5 above the model's median (its p90 is e^0.26 above it)
+    rng = np.random.default_rng(3)
+    median = rng.uniform(600, 6000, 400)
+    quantiles = _model_quantiles(median)
+    realised = median * np.exp(1.5 + 0.2 * rng.standard_normal(median.size))
+
+    def launches_to_cover(young):
+        calibrator = Calibrator(1, ConformalSettings(young_launches=young))
+        for i in range(realised.size):
+            reported = calibrator.adjust([0], quantiles[i:i + 1])[0]
+            if reported[1] >= median[i] * np.exp(1.5 + 0.2 * Z[1]) * 0.9:
+                return i
+            calibrator.update([0], realised[i], quantiles[i:i + 1])
+        return realised.size
+
+    fast, slow = launches_to_cover(30.0), launches_to_cover(0.0)
+    assert fast < 0.6 * slow, (fast, slow)
+    quantiles, realised = _drifting_stream(np.random.default_rng(1), 3000)
+    young = Calibrator(1, ConformalSettings(young_launches=30.0))
+    reported = np.empty_like(quantiles)
+    for i in range(realised.size):
+        reported[i] = young.adjust([0], quantiles[i:i + 1])[0]
+        young.update([0], realised[i], quantiles[i:i + 1])
+    calibrated = interval_summary(realised, reported)
+    assert 0.45 <= calibrated["coverage"]["p50"] <= 0.55
+    assert 0.87 <= calibrated["coverage"]["p90"] <= 0.93
+    assert 0.92 <= calibrated["coverage"]["p95"] <= 0.975
