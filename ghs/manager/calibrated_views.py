@@ -20,9 +20,10 @@ from scheduler.conformal import level_name, with_pooled
 # The carried view's launches that found local jobs running are calibrated apart (Mondrian
 # conformal: each group's levels hold on their own). The carried load is late when a host is
 # idle and early when jobs are running, and one calibrator for both covered .22-.41 of the
-# busy launches at p50 and .60-.90 of the idle ones (13 back-tests of 7 logs); apart, .40-.59
-# of the busy ones, with the intervals up to 24% narrower and the p90 and p95 within the
-# targets on 12 of the 13 (README, "Back-tests on real logs"). Such launches' outcomes teach
+# busy launches at p50 and .60-.90 of the idle ones (13 back-tests of 7 logs); apart (with
+# the young-record steps below), .44-.66 of the busy ones, the p90 and p95 within .02 of
+# before and inside the targets on all 13, the intervals up to 17% narrower (5% wider on
+# one) (README, "Back-tests on real logs"). Such launches' outcomes teach
 # ``BUSY_VIEW``'s calibrators, which a one-host answer with jobs running reads. Their
 # p90 and p95 stay the envelope with the held view (ghs.manager.envelope): a fifth to a
 # third of a record is too few launches for their own to learn in days.
