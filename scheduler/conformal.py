@@ -57,7 +57,11 @@ _STATE_FIELDS = ("theta", "scored", "covered", "pool_theta", "pool_batches")
 @dataclass(frozen=True)
 class ConformalSettings:
     """levels: quantile levels in (0, 1), increasing; step: the adaptive step (log units per
-    launch); prior_launches: how many launches the pool's correction is worth."""
+    launch); prior_launches: how many launches the pool's correction is worth;
+    young_launches: until a row has scored this many launches its step is larger, step x
+    sqrt(young_launches / (n + 1)) for its n-th (0: the plain step always). A record split
+    into several calibrators climbs from the model's factor on fewer outcomes each; the
+    larger early steps let it, and from then on the rule is plain ACI with its guarantee."""
 
     levels: tuple[float, ...] = field(default=LEVELS)
     step: float = 0.1
