@@ -174,21 +174,29 @@ def test_adapter_beats_an_even_split_on_a_loaded_worker(dask_cluster, burner, tm
     _pin(client)
     # each host's state as its agent would measure it now
     measured = _loaded(client, tmp_path)
-    even_dir, ours_dir = tmp_path / "even", tmp_path / "ours"
-    even_dir.mkdir()
-    ours_dir.mkdir()
-    even_seconds, results = _even_split(client, functools.partial(burn_item,
-                                                                  outdir=str(even_dir)))
-    _check_once(even_dir, results)
     hosts_file = _host_file(tmp_path / "hosts.json", measured["ws1"], measured["ws2"])
     # the burners share the CPU with the worker (same priority) rather than preempting it, so
     # the host file's rho is a rate, with no queue of local work to wait behind: idle start
     config = load_config(None, env={"GHS_SCHEDULER_START_STATE": "idle"})
-    run = DivisibleRun(client, functools.partial(burn_item, outdir=str(ours_dir)), range(ITEMS),
-                       work_per_item=ITEM_CPU_SECONDS, hosts_file=hosts_file, progress=False,
-                       config=config, method="optimal", check_seconds=0.1)
-    ours_seconds, results = _timed(run)
-    _check_once(ours_dir, results)
+    # Each split twice, alternating, and the best of each compared: the other work on this
+    # shared machine can take ws1's core for a second during one run (one lost by 2% with a
+    # type checker running beside it), which is the neighbours' doing, not the plan's.
+    even_runs, ours_runs = [], []
+    for attempt in range(2):
+        even_dir, ours_dir = tmp_path / f"even{attempt}", tmp_path / f"ours{attempt}"
+        even_dir.mkdir()
+        ours_dir.mkdir()
+        even_seconds, results = _even_split(client, functools.partial(burn_item,
+                                                                      outdir=str(even_dir)))
+        _check_once(even_dir, results)
+        even_runs.append(even_seconds)
+        run = DivisibleRun(client, functools.partial(burn_item, outdir=str(ours_dir)),
+                           range(ITEMS), work_per_item=ITEM_CPU_SECONDS, hosts_file=hosts_file,
+                           progress=False, config=config, method="optimal", check_seconds=0.1)
+        ours_seconds, results = _timed(run)
+        _check_once(ours_dir, results)
+        ours_runs.append(ours_seconds)
+    even_seconds, ours_seconds = min(even_runs), min(ours_runs)
     units = run.plan.units(ITEMS)
     print(f"makespan: adapter {ours_seconds:.2f} s, even split {even_seconds:.2f} s, "
           f"measured s/item {measured}, "
