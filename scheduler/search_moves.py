@@ -41,6 +41,23 @@ def moves(chosen: np.ndarray, members: np.ndarray, outsiders: np.ndarray, width:
     return sets, valid
 
 
+def block_drops(chosen: np.ndarray, scores: np.ndarray, fractions: np.ndarray, width: int
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """The sorted set ``chosen`` (at least two members) without its worst-``scores``d
+    members, as many as each of the ``fractions`` of it (at least one, never all), as one
+    padded (B, width) index array and its validity mask (``scores``: one per candidate, the
+    highest worst)."""
+    size = len(chosen)
+    counts = np.unique(np.clip((size * fractions).round().astype(int), 1, size - 1))
+    worst_first = chosen[np.argsort(-scores[chosen], kind="stable")]
+    sets = np.zeros((len(counts), width), dtype=int)
+    valid = np.zeros(sets.shape, dtype=bool)
+    for row, count in enumerate(counts):
+        sets[row, :size - count] = np.sort(worst_first[count:])
+        valid[row, :size - count] = True
+    return sets, valid
+
+
 def double_flips(chosen: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray]:
     """Every drop of two members and add of two outsiders of m candidates, from the sorted
     set ``chosen`` (a drop of one and add of another is a swap: see :func:`moves`)."""
