@@ -191,7 +191,9 @@ def _descend(evaluator: SetEvaluator, first: _Path, later: list[_Path],
             if path.done:
                 continue
             if path.polishing and wide:
-                sets, valid = moves_of.block_drops(path.chosen, path.ratio, _DROP_FRACTIONS,
+                # the scores beside the set are those its last round ranked by
+                ratio = _damage(evaluator, path.chosen) if path.ratio is None else path.ratio
+                sets, valid = moves_of.block_drops(path.chosen, ratio, _DROP_FRACTIONS,
                                                    len(path.chosen))
             elif path.polishing:
                 polished.add(_key(path.chosen))
