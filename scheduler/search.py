@@ -67,7 +67,7 @@ _MOVE_POOL = 3
 _MOVE_BUDGET = 2000
 # In a pool over _ALL_PREFIXES a descent that stalls tries the set without its worst-scored
 # members in blocks of these fractions of it (single moves gain less than _WIDE_GAIN there),
-# and goes on from the best if it gains. On 36 labs of 300-3,000 hosts the search had stopped
+# and goes on from the best if it gains. On 72 labs of 300-3,000 hosts the search had stopped
 # up to 1.54% above the best set a far longer search found (README, "Pools of hundreds to
 # thousands of hosts"). Not over _DROP_MAX_HOSTS: on six labs of 10,000 they gained nothing and
 # cost 5-8% of a calibrated search that takes about its 1 s budget.

@@ -8,9 +8,9 @@ import pytest
 
 from ghs.benchmarks.scheduling import lab, lab_calibration
 from scheduler.model import DEFAULT_DIST
-from scheduler.search import _SEARCH_TOL, _damage, near_optimal
+from scheduler.search import _damage, near_optimal
 from scheduler.search_moves import block_drops
-from scheduler.selection import SET_TOL, SetEvaluator, _arrays
+from scheduler.selection import SetEvaluator, _arrays
 
 
 def test_block_drops_leave_out_the_worst_members():
@@ -35,25 +35,13 @@ def _evaluator(count, seed, calibrated):
                         calibration, [host.name for host in hosts])
 
 
-def _criteria(evaluator, sets, rel_tol=_SEARCH_TOL):
-    """Criteria of the index arrays ``sets``, as one padded batch."""
-    width = max(len(s) for s in sets)
-    members = np.zeros((len(sets), width), dtype=int)
-    valid = np.zeros(members.shape, dtype=bool)
-    for row, chosen in enumerate(sets):
-        members[row, :len(chosen)] = chosen
-        valid[row, :len(chosen)] = True
-    return evaluator.dense(members, valid, rel_tol)
-
-
 def _longer_search(evaluator, chosen):
     """Rounds from ``chosen`` while a move gains 0.001%: 25 prefix sizes within 30% of the
     set's of the hosts ranked beside it, and the swaps, drops and adds of the j worst members
-    and best outsiders, j on a geometric grid up to half the set (a dozen times the search's
-    sets)."""
+    and best outsiders, j on a geometric grid up to half the set."""
     m = len(evaluator.arrays.lam)
     chosen = np.sort(np.asarray(chosen))
-    value = float(_criteria(evaluator, [chosen])[0])
+    value = float(evaluator.criteria([chosen])[0])
     for _ in range(60):
         ratio = _damage(evaluator, chosen)
         order = np.argsort(ratio, kind="stable")
@@ -71,7 +59,7 @@ def _longer_search(evaluator, chosen):
                 sets.append(np.sort(worst[j:]))
                 sets.append(np.sort(np.concatenate([worst[j:], best[:j]])))
             sets.append(np.sort(np.concatenate([chosen, best[:j]])))
-        values = _criteria(evaluator, sets)
+        values = evaluator.criteria(sets)
         index = int(np.argmin(values))
         if values[index] >= value * (1 - 1e-5):
             break
@@ -79,12 +67,13 @@ def _longer_search(evaluator, chosen):
     return chosen
 
 
-# Labs where the search without block drops stopped 0.63% and 1.54% above the longer
-# search's set (the calibrated one held out: it was drawn after the drops were chosen)
+# A lab held out (drawn after the block drops were chosen), where the search without them
+# stopped 1.27% above the longer search's set on the calibrated criterion (0.63% above the best
+# set found by any means on the model's)
 @pytest.mark.parametrize("calibrated", [False, True])
 def test_auto_is_within_one_percent_of_a_longer_search_on_300_hosts(calibrated):
     evaluator = _evaluator(300, 8, calibrated)
     chosen = np.sort(near_optimal(evaluator, lambda _: pytest.fail("300 hosts are not exact")))
     longer = _longer_search(evaluator, chosen)
-    ours, best = _criteria(evaluator, [chosen, longer], SET_TOL)
+    ours, best = evaluator.criteria([chosen, longer])
     assert ours <= best * 1.01
