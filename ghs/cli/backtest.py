@@ -57,7 +57,9 @@ def backtest(ctx, endpoint, hosts, traces, works, launch_every, start, shadow_ev
              calibrate_at, end, parallel, stations, utilisation, seed, plot_path, timeout, as_json):
     """Score the predictors at past launches of replayed workstations (coverage, error)."""
     if bool(endpoint) == bool(traces):
-        raise click.UsageError("give --manager EP or --trace FILE, not both")
+        raise click.UsageError("give --manager EP or --trace FILE, not both" if endpoint
+                               else "give --manager EP (the manager's record) or --trace FILE "
+                               "(a workstation log to replay)")
     if hosts and not endpoint:
         raise click.UsageError("--host goes with --manager")
     if shadow_every is not None and endpoint:

@@ -157,7 +157,10 @@ def test_bad_requests_are_one_line_errors(tmp_path):
     for args, words in ((["--trace", path, "--work", "1h", "--start", "90m"], "whole number"),
                         (["--manager", "tcp://127.0.0.1:1", "--work", "1h", "--timeout", "1"],
                          "did not answer within 1 s"),
-                        (["--work", "1h"], "--trace"),
+                        (["--work", "1h"], "give --manager EP (the manager's record) or "
+                                           "--trace FILE"),
+                        (["--manager", "tcp://127.0.0.1:1", "--trace", path, "--work", "1h"],
+                         "not both"),
                         (["--trace", path, "--work", "1h", "--shadow-every", "20m"],
                          "--shadow-every must be a whole number of hours"),
                         (["--manager", "tcp://127.0.0.1:1", "--work", "1h", "--shadow-every",
