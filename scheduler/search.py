@@ -400,9 +400,11 @@ def _prefix_criteria(evaluator: SetEvaluator, orderings: np.ndarray, sizes: np.n
         out[:count, :len(sizes)] = values[:-m].reshape(count, len(sizes))
         out[count, :m] = values[-m:]
         return out
-    # long prefixes differ in width by orders of magnitude: one call per size, no padding
-    return np.stack([evaluator.dense(orderings[:, :size], rel_tol=_SEARCH_TOL)
-                     for size in sizes], axis=1)
+    # long prefixes differ in width by orders of magnitude: one call per size, no padding;
+    # the whole pool is one set in every ordering, and the dearest to score
+    rows = [evaluator.dense(orderings[:1 if size == orderings.shape[1] else count, :size],
+                            rel_tol=_SEARCH_TOL) for size in sizes]
+    return np.stack([np.broadcast_to(row, (count,)) for row in rows], axis=1)
 
 
 def _damage(evaluator: SetEvaluator, chosen: np.ndarray) -> np.ndarray:
