@@ -41,6 +41,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from scheduler import search_moves as moves_of
+from scheduler.search_prefixes import ALL_PREFIXES as _ALL_PREFIXES
+from scheduler.search_prefixes import SEARCH_TOL as _SEARCH_TOL
+from scheduler.search_prefixes import best_prefix as _best_prefix
+from scheduler.search_prefixes import prefix_sizes as _sizes
 from scheduler.set_damage import damage_per_share
 
 if TYPE_CHECKING:  # the evaluator lives in scheduler.selection, which imports this module
@@ -48,18 +52,6 @@ if TYPE_CHECKING:  # the evaluator lives in scheduler.selection, which imports t
 
 # at or below this many candidates the exact branch and bound costs no more than the search
 EXACT_MAX_HOSTS = 8
-# Up to this many candidates the start tries a coarse grid of _FIRST_SIZES prefix sizes (the
-# rounds try every size near the best); beyond, a grid of _GRID_SIZES refined around its best
-# until the neighbours are within _SIZE_SLACK of its size.
-_ALL_PREFIXES = 64
-_GRID_SIZES = 12
-_FIRST_SIZES = 10
-_REFINE_SIZES = 7
-_SIZE_SLACK = 0.2
-# later orderings try sizes near the current set's: within _NEAR when it is small, else
-# these multiples of it (a large set's criterion is flat in its size)
-_NEAR = 3
-_NEAR_FACTORS = np.array([0.7, 0.85, 1.0, 1.2, 1.4])
 # members and outsiders a round of single moves may touch (the worst and best scored), fewer
 # as the set grows so that a round costs at most about _MOVE_BUDGET host evaluations (in a
 # set of thousands one host moves the criterion by less than the search's tolerance)
@@ -77,15 +69,8 @@ _DROP_MAX_HOSTS = 5000
 # and up to _DOUBLE_FLIPS polish their stalls with double flips too (see the module docstring)
 _FLIP_ALL = 16
 _DOUBLE_FLIPS = 20
-# The search asks the quadrature for this tolerance, which its first rule meets without the
-# finer ones (the error estimate is pessimistic): over 10,000 random sets of 1-40 hosts (a
-# quarter started in their steady state) the criteria were within 1e-8 of converged values at
-# the median, 4e-5 at the 99th percentile and 1.5e-3 at worst (at 1e-2, which retries a third
-# of the sets with the finer rule: 2e-5 and 6e-4), and the sets chosen on 450 pools of 9-40
-# hosts, by the model's criterion and by a calibrated one, were those chosen at 1e-2. A move
-# must gain more than _GAIN to count (more in sets wider than _ALL_PREFIXES, flat in any one
-# host); the chosen set is then predicted to full accuracy.
-_SEARCH_TOL = 5e-2
+# a move must gain more than _GAIN to count (_WIDE_GAIN in sets wider than _ALL_PREFIXES,
+# flat in any one host); the search's criteria are to _SEARCH_TOL (scheduler.search_prefixes)
 _GAIN = 2e-4
 _WIDE_GAIN = 1e-3
 _MAX_ROUNDS = 40
@@ -334,77 +319,6 @@ def _neighbours(evaluator: SetEvaluator, chosen: np.ndarray, ratio: np.ndarray
         sets.append(flips)
         valid.append(flip_valid)
     return np.concatenate(sets), np.concatenate(valid)
-
-
-def _sizes(m: int, near: int | None) -> np.ndarray:
-    """Prefix sizes to try: a geometric grid over all sizes, or those around ``near``."""
-    if near is None:
-        count = _GRID_SIZES if m > _ALL_PREFIXES else _FIRST_SIZES
-        return np.unique(np.geomspace(1, m, count).round().astype(int))
-    if near <= _ALL_PREFIXES:
-        return np.arange(max(1, near - _NEAR), min(m, near + _NEAR) + 1)
-    return np.unique(np.clip((near * _NEAR_FACTORS).round().astype(int), 1, m))
-
-
-def _best_prefix(evaluator: SetEvaluator, orderings: np.ndarray, sizes: np.ndarray,
-                 refine: bool, seen: dict[bytes, float], singles: bool = False
-                 ) -> tuple[np.ndarray, float]:
-    """The best prefix of any of the (R, m) ``orderings`` among ``sizes`` (with ``refine``,
-    refined on the best ordering between the neighbours of its best size until every size
-    there is tried): (members, criterion). With ``singles`` (``sizes`` up to _ALL_PREFIXES),
-    each candidate alone is scored in the first batch too, into ``seen`` only."""
-    best_value, best_set = np.inf, orderings[0, :1]
-    while True:
-        values = _prefix_criteria(evaluator, orderings, sizes, singles)  # (R, sizes)
-        if singles:
-            values, alone = values[:-1, :len(sizes)], values[-1, :orderings.shape[1]]
-            seen.update((np.array([k]).tobytes(), float(v)) for k, v in enumerate(alone))
-            singles = False
-        for row, ordering in enumerate(orderings):
-            seen.update((np.sort(ordering[:size]).tobytes(), float(value))
-                        for size, value in zip(sizes, values[row]))
-        row, column = (int(i) for i in np.unravel_index(int(np.argmin(values)), values.shape))
-        if values[row, column] < best_value:
-            best_value = float(values[row, column])
-            best_set = orderings[row, :sizes[column]]
-        low = int(sizes[max(column - 1, 0)])
-        high = int(sizes[min(column + 1, len(sizes) - 1)])
-        # a large set's criterion is flat in its size: a tenth either way is close enough
-        if (not refine or high - low + 1 <= 2 or high - low <= _SIZE_SLACK * len(best_set)
-                or np.all(np.isin(np.arange(low, high + 1), sizes))):
-            break
-        orderings = orderings[row:row + 1]
-        sizes = np.unique(np.linspace(low, high, min(high - low + 1, _REFINE_SIZES))
-                          .round().astype(int))
-        sizes = sizes[(sizes != low) & (sizes != high)] if len(sizes) > 2 else sizes
-    return np.sort(best_set), best_value
-
-
-def _prefix_criteria(evaluator: SetEvaluator, orderings: np.ndarray, sizes: np.ndarray,
-                     singles: bool = False) -> np.ndarray:
-    """(R, S) criteria of the first ``sizes`` hosts of each ordering; with ``singles`` (sizes
-    up to _ALL_PREFIXES) and then (R + 1, max(S, m)), the last row's first m each candidate
-    alone (in the same batch)."""
-    count = len(orderings)
-    if sizes[-1] <= _ALL_PREFIXES:
-        # few and short: one padded batch
-        width = int(sizes[-1])
-        members = np.repeat(orderings[:, :width], len(sizes), axis=0)
-        valid = np.tile(np.arange(width)[None, :] < sizes[:, None], (count, 1))
-        if not singles:
-            return evaluator.dense(members, valid, _SEARCH_TOL).reshape(count, len(sizes))
-        m = orderings.shape[1]
-        members, valid = moves_of.stacked((members, valid), moves_of.singletons(m))
-        values = evaluator.dense(members, valid, _SEARCH_TOL)
-        out = np.full((count + 1, max(len(sizes), m)), np.inf)
-        out[:count, :len(sizes)] = values[:-m].reshape(count, len(sizes))
-        out[count, :m] = values[-m:]
-        return out
-    # long prefixes differ in width by orders of magnitude: one call per size, no padding;
-    # the whole pool is one set in every ordering, and the dearest to score
-    rows = [evaluator.dense(orderings[:1 if size == orderings.shape[1] else count, :size],
-                            rel_tol=_SEARCH_TOL) for size in sizes]
-    return np.stack([np.broadcast_to(row, (count,)) for row in rows], axis=1)
 
 
 def _damage(evaluator: SetEvaluator, chosen: np.ndarray) -> np.ndarray:
