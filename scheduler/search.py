@@ -12,7 +12,8 @@ current set and evaluates, in one batch, the prefixes of that new order near the
 and the single moves (drop one member, add one host, swap one for one) among the worst-scored
 members and best-scored outsiders; the best replaces the set while it lowers the criterion. In
 a pool of hundreds to thousands, a stalled descent tries the set without its worst-scored 2%,
-6% or 18% and goes on from the best of those if it gains.
+6% or 18% and goes on from the best of those if it gains; over 5,000 hosts no round starts
+once the search has scored a budget of host laws (a count: the same set on any machine).
 
 A calibrated criterion (each host's law bent by its record) has local minima a single
 descent stops in: one host alone, or two or three, can beat every set around the best prefix,
@@ -61,10 +62,17 @@ _MOVE_BUDGET = 2000
 # members in blocks of these fractions of it (single moves gain less than _WIDE_GAIN there),
 # and goes on from the best if it gains. On 72 labs of 300-3,000 hosts the search had stopped
 # up to 1.54% above the best set a far longer search found (README, "Pools of hundreds to
-# thousands of hosts"). Not over _DROP_MAX_HOSTS: on six labs of 10,000 they gained nothing and
-# cost 5-8% of a calibrated search that takes about its 1 s budget.
+# thousands of hosts").
 _DROP_FRACTIONS = np.array([0.02, 0.06, 0.18])
-_DROP_MAX_HOSTS = 5000
+# In a pool over _BUDGET_FROM_HOSTS no round starts once the search has scored
+# _HOST_LAWS_BUDGET host laws (members of the sets scored, the start's prefixes included):
+# there a round of five sets of thousands costs about a tenth of the 1 s the search may take,
+# and a descent that a drop restarts can run on for several more (at 10,000 hosts, the labs of
+# seeds 6 and 7 calibrated took 1.11 and 1.19 s without it; README, "Pools of hundreds to
+# thousands of hosts"). A count, not a clock, so that the set chosen does not depend on the
+# machine.
+_BUDGET_FROM_HOSTS = 5000
+_HOST_LAWS_BUDGET = 100_000
 # with a calibrated criterion, pools up to _FLIP_ALL try every single drop and add a round,
 # and up to _DOUBLE_FLIPS polish their stalls with double flips too (see the module docstring)
 _FLIP_ALL = 16
@@ -155,12 +163,15 @@ def _descend(evaluator: SetEvaluator, first: _Path, later: list[_Path],
     # every swap (up to _DOUBLE_FLIPS, and double flip) before it stops: a calibrated
     # landscape has local minima a single descent stops in
     polish = evaluator.calibration is not None and m <= _ALL_PREFIXES
-    wide = _ALL_PREFIXES < m <= _DROP_MAX_HOSTS
+    wide = m > _ALL_PREFIXES
+    budget = _HOST_LAWS_BUDGET if m > _BUDGET_FROM_HOSTS else None
     small = evaluator.calibration is not None and m <= _FLIP_ALL
     polished: set[bytes] = set()
     extra = 0
     paths = [first]
     for _ in range(_MAX_ROUNDS):
+        if budget is not None and evaluator.host_laws >= budget:
+            break
         if polish and all(path.done for path in paths):
             # an optimum can be three flips from where the descents stop and one from a set
             # they passed: polish the best sets seen that are not polished yet

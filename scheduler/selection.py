@@ -208,6 +208,8 @@ class SetEvaluator:
         # whole pool's count moved criteria by up to 8% from the served law's)
         self._atoms = None if arrays.backlog is None else _host_atoms(arrays.backlog)
         self.evaluations = 0
+        # members of the sets scored (the search's measure of its work)
+        self.host_laws = 0
         self._cache: dict[tuple[int, ...], float] = {}
 
     def criteria(self, sets: Sequence[Sequence[int]]) -> np.ndarray:
@@ -240,6 +242,7 @@ class SetEvaluator:
                 mean, var = self._calibrated(members[block], sub, shares, servers, rel_tol)
             out[block] = mean + np.sqrt(var)
         self.evaluations += len(members)
+        self.host_laws += int(members.size if valid is None else np.count_nonzero(valid))
         return out
 
     def servers(self, members: np.ndarray, valid: np.ndarray | None = None):

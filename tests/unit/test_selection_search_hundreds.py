@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from ghs.benchmarks.scheduling import lab, lab_calibration
+from scheduler import search
 from scheduler.model import DEFAULT_DIST
 from scheduler.search import _damage, near_optimal
 from scheduler.search_moves import block_drops
@@ -77,3 +78,24 @@ def test_auto_is_within_one_percent_of_a_longer_search_on_300_hosts(calibrated):
     longer = _longer_search(evaluator, chosen)
     ours, best = evaluator.criteria([chosen, longer])
     assert ours <= best * 1.01
+
+
+def test_a_pool_of_thousands_starts_no_round_past_its_budget(monkeypatch):
+    # over _BUDGET_FROM_HOSTS the search counts the host laws it has scored (a count, not a
+    # clock: the same set on any machine) and starts no round past _HOST_LAWS_BUDGET
+    count = search._BUDGET_FROM_HOSTS + 500
+    free = _evaluator(count, 3, False)
+    monkeypatch.setattr(search, "_HOST_LAWS_BUDGET", 10**12)
+    unbounded = np.sort(near_optimal(free, lambda _: pytest.fail("not exact")))
+    # with none left after the start, the answer is the start's best prefix
+    monkeypatch.setattr(search, "_HOST_LAWS_BUDGET", 0)
+    start_only = _evaluator(count, 3, False)
+    first = np.sort(near_optimal(start_only, lambda _: pytest.fail("not exact")))
+    assert start_only.host_laws < free.host_laws
+    # a budget between: rounds run until it is spent, and never one more
+    monkeypatch.setattr(search, "_HOST_LAWS_BUDGET", start_only.host_laws + 1)
+    bounded = _evaluator(count, 3, False)
+    near_optimal(bounded, lambda _: pytest.fail("not exact"))
+    assert start_only.host_laws < bounded.host_laws < free.host_laws
+    ours, start = free.criteria([unbounded, first])
+    assert ours < start
