@@ -92,7 +92,7 @@ def test_a_pool_of_thousands_starts_no_round_past_its_budget(monkeypatch):
     start_only = _evaluator(count, 3, False)
     first = np.sort(near_optimal(start_only, lambda _: pytest.fail("not exact")))
     assert start_only.host_laws < free.host_laws
-    # a budget between: rounds run until it is spent, and never one more
+    # a budget just past the start: rounds run, and stop well before an unbounded search's
     monkeypatch.setattr(search, "_HOST_LAWS_BUDGET", start_only.host_laws + 1)
     bounded = _evaluator(count, 3, False)
     near_optimal(bounded, lambda _: pytest.fail("not exact"))
