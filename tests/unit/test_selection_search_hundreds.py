@@ -7,10 +7,11 @@ import numpy as np
 import pytest
 
 from ghs.benchmarks.scheduling import lab, lab_calibration
-from scheduler import search
+from scheduler import Host, search
 from scheduler.model import DEFAULT_DIST
 from scheduler.search import _damage, near_optimal
 from scheduler.search_moves import block_drops
+from scheduler.search_prefixes import best_prefix, prefix_criteria, prefix_sizes
 from scheduler.selection import SetEvaluator, _arrays
 
 
@@ -99,3 +100,23 @@ def test_a_pool_of_thousands_starts_no_round_past_its_budget(monkeypatch):
     assert start_only.host_laws < bounded.host_laws < free.host_laws
     ours, start = free.criteria([unbounded, first])
     assert ours < start
+
+
+def test_the_start_leaves_the_whole_pool_unscored_yet_the_search_reaches_it():
+    # the whole pool is a large pool's dearest set and seldom its best: the start does not
+    # score it, but where it is best (near-identical hosts, a long task) the rounds find it
+    rng = np.random.default_rng(3)
+    hosts = [Host(f"h{i}", lam=0.001 * rng.uniform(0.9, 1.1), mu=1 / 30, sigma=10.0, rho=0.03,
+                  tau=rng.uniform(0.98, 1.02)) for i in range(100)]
+    hosts = sorted(hosts, key=lambda host: -host.capacity)
+    evaluator = SetEvaluator(_arrays(hosts, None), 3600.0 * 500, DEFAULT_DIST, "equal-mean")
+    m = len(hosts)
+    order = np.argsort(_damage(evaluator, np.arange(m)), kind="stable")[None, :]
+    seen = {}
+    start, _ = best_prefix(evaluator, order, prefix_sizes(m, None), True, seen)
+    assert np.arange(m).tobytes() not in seen and len(start) < m
+    # every prefix of that order: the whole pool is the best of them
+    every = prefix_criteria(evaluator, order, np.arange(1, m + 1))[0]
+    assert int(np.argmin(every)) == m - 1
+    chosen = near_optimal(evaluator, lambda _: pytest.fail("100 hosts are not exact"))
+    assert sorted(chosen) == list(range(m))
