@@ -64,8 +64,10 @@ def worker_probe(marker):
 @pytest.fixture(scope="module")
 def dask_cluster():
     cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    # ":0": the scheduler's HTTP server on a free port (None still tries 8787, which another
+    # cluster of this run may hold, and warns)
     cluster = distributed.LocalCluster(n_workers=0, processes=True, threads_per_worker=1,
-                                       dashboard_address=None, silence_logs=logging.ERROR)
+                                       dashboard_address=":0", silence_logs=logging.ERROR)
     for host in HOSTS:
         ((_, spec),) = cluster.new_worker_spec().items()
         spec = copy.deepcopy(spec)
@@ -377,7 +379,7 @@ def test_ghs_worker_runs_idle_marked_and_labelled(dask_cluster, tmp_path):
 
 def test_unlabelled_workers_map_by_host_name_and_share_one_host(tmp_path):
     with distributed.LocalCluster(n_workers=2, processes=False, threads_per_worker=1,
-                                  dashboard_address=None) as cluster, \
+                                  dashboard_address=":0") as cluster, \
             distributed.Client(cluster) as client:
         hosts = map_workers(client)
         assert list(hosts) == [socket.gethostname()]
