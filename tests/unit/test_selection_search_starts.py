@@ -9,7 +9,7 @@ import pytest
 from test_selection_calibrated import random_calibration
 from test_selection_search import mixed_pool
 
-from scheduler import Backlog, schedule
+from scheduler import Backlog, schedule, search_moves
 from scheduler.search import _SEARCH_TOL
 from scheduler.search_moves import double_flips
 from scheduler.selection import SetEvaluator, _arrays
@@ -82,7 +82,10 @@ def test_auto_leaves_the_local_minima_a_single_descent_stopped_in(seed, with_bac
 
 
 @pytest.mark.parametrize("seed, optimum", [(9005, [1, 3, 4, 9, 10, 11, 15]),
-                                           (9020, [1, 2, 7, 13])])
+                                           (9020, [1, 2, 7, 13]),
+                                           # drawn after the polish was narrowed (below)
+                                           (9101, [0, 1, 2, 3, 4, 10, 16, 17]),
+                                           (9102, [1, 2, 6, 7, 13, 14, 15])])
 def test_nineteen_host_pools_whose_optimum_only_a_polish_finds(seed, optimum):
     # drawn as the harness draws pools but with 17-20 hosts (both have 19); their optima, by
     # brute force over all 2^19 subsets, are given. Without a polish of the stalls (pools
@@ -96,3 +99,28 @@ def test_nineteen_host_pools_whose_optimum_only_a_polish_finds(seed, optimum):
     index = {h.name: k for k, h in enumerate(ordered)}
     plan = schedule(hosts, work, calibration=calibration)
     assert evaluator.criteria([[index[h.name] for h in plan.hosts]])[0] <= best * 1.01
+
+
+def test_pools_of_17_to_20_try_double_flips_only_from_small_stalls(monkeypatch):
+    # in 17-20 hosts the polish's double flips start only from a stall of at most three hosts
+    # (as 9020's was), and no set is polished after the descents stop: neither changed a set
+    # on 48 pools checked by brute force, and they were half the sets scored
+    calls = []
+    polish = search_moves.polish_moves
+
+    def recorded(chosen, m, double=True):
+        calls.append((len(chosen), m, double))
+        return polish(chosen, m, double)
+
+    monkeypatch.setattr(search_moves, "polish_moves", recorded)
+    for seed in (9005, 9100, 9101):
+        hosts, work, calibration, _ = _pool(seed, False, counts=(17, 21))
+        schedule(hosts, work, calibration=calibration)
+    assert calls and all(17 <= m <= 20 for _, m, _ in calls)
+    assert all(double == (size <= 3) for size, _, double in calls)
+    assert any(double for _, _, double in calls)  # 9100 stalls on one host alone
+    # a pool of up to 16 still tries them from any stall
+    calls.clear()
+    hosts, work, calibration, _ = _pool(3053, False)
+    schedule(hosts, work, calibration=calibration)
+    assert any(double and size > 3 for size, _, double in calls)
