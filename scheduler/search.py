@@ -76,7 +76,8 @@ _DROP_FRACTIONS = np.array([0.02, 0.06, 0.18])
 _BUDGET_FROM_HOSTS = 5000
 _HOST_LAWS_BUDGET = 90_000
 # with a calibrated criterion, pools up to _FLIP_ALL try every single drop and add a round,
-# and up to _DOUBLE_FLIPS polish their stalls with double flips too (see the module docstring)
+# and up to _DOUBLE_FLIPS polish stalls with double flips too (over _FLIP_ALL only stalls of
+# at most _DOUBLE_FROM hosts; see the module docstring)
 _FLIP_ALL = 16
 _DOUBLE_FLIPS = 20
 # a move must gain more than _GAIN to count (_WIDE_GAIN in sets wider than _ALL_PREFIXES,

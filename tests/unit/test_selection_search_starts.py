@@ -87,9 +87,10 @@ def test_auto_leaves_the_local_minima_a_single_descent_stopped_in(seed, with_bac
                                            (9101, [0, 1, 2, 3, 4, 10, 16, 17]),
                                            (9102, [1, 2, 6, 7, 13, 14, 15])])
 def test_nineteen_host_pools_whose_optimum_only_a_polish_finds(seed, optimum):
-    # drawn as the harness draws pools but with 17-20 hosts (both have 19); their optima, by
-    # brute force over all 2^19 subsets, are given. Without a polish of the stalls (pools
-    # over 16 had none) the search stopped 6.8% and 3.8% above them. 9005's stop is a local
+    # drawn as the harness draws pools but with 17-20 hosts (19, 19, 19 and 20); their optima,
+    # by brute force over every subset, are given. Without a polish of the stalls (pools
+    # over 16 had none) the search stopped 6.8% and 3.8% above the first two (on the
+    # criterion of 2026-11-23). 9005's stop is a local
     # minimum under every swap and double flip: its optimum is reached from another descent's
     # stall, polished with every swap. 9020's start is one host alone, every pair with it
     # worse: only a double flip (two adds) leads on to its optimum.
