@@ -6,6 +6,7 @@ import click
 
 from ghs.cli.common import (
     DURATION,
+    SEED,
     asking,
     config_from,
     console,
@@ -47,7 +48,7 @@ from ghs.cli.common import (
               help="Cut each SWF log into N workstations.")
 @click.option("--utilisation", type=click.FloatRange(0.0, 1.0, min_open=True, max_open=True),
               default=0.3, help="Offered load of each workstation cut from an SWF log.")
-@click.option("--seed", type=int, default=1, help="Seed of the sampler's random times.")
+@click.option("--seed", type=SEED, default=1, help="Seed of the sampler's random times.")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None,
               help="Write a PNG: reliability diagram and error against task length.")
 @timeout_option

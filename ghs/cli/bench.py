@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import click
 
-from ghs.cli.common import POSITIVE_DURATION, console, emit_json, json_option
+from ghs.cli.common import POSITIVE_DURATION, SEED, console, emit_json, json_option
 
 PARTS = ("scheduler", "manager", "calibration", "sensors", "soak")
 
 
 @click.command()
 @click.option("--quick", is_flag=True, help="Small sizes only (seconds instead of minutes).")
-@click.option("--seed", type=int, default=1, help="Random seed of the generated hosts.")
+@click.option("--seed", type=SEED, default=1, help="Random seed of the generated hosts.")
 @click.option("--part", "parts", type=click.Choice(PARTS), multiple=True,
               help="Only these parts (repeatable; default: scheduler, manager and "
                    "calibration).")

@@ -141,8 +141,11 @@ class DurationType(click.ParamType):
         return seconds
 
 
-DURATION = DurationType()
+# no option of ghs takes a negative duration (an elapsed time, a task length, a window)
+DURATION = DurationType(0.0)
 POSITIVE_DURATION = DurationType(0.0, low_open=True)
+# numpy's generators take no negative seed: refused here with the range, not a traceback
+SEED = click.IntRange(min=0)
 
 
 def setting_duration(section: type, name: str) -> DurationType:

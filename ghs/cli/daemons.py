@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 import zmq
 
-from ghs.cli.common import POSITIVE_DURATION, config_from, setting_duration
+from ghs.cli.common import POSITIVE_DURATION, SEED, config_from, setting_duration
 from ghs.config import SensorConfig
 from ghs.daemon import configure_logging, open_metrics, stop_on_signals
 
@@ -66,7 +66,7 @@ def manager(ctx, endpoint, client_endpoint, database, insecure, metrics_port, ve
               help="Run N simulated workstations instead of measuring this machine.")
 @click.option("--speedup", type=click.FloatRange(min=1.0), default=1.0,
               help="Simulated clock speed: 3600 runs an hour a second (with --simulate).")
-@click.option("--seed", type=int, default=1, help="Seed of the simulated workstations.")
+@click.option("--seed", type=SEED, default=1, help="Seed of the simulated workstations.")
 @click.option("--interval", type=setting_duration(SensorConfig, "interval_seconds"),
               default=None,
               help="Length of one measurement (default sensor.interval_seconds).")

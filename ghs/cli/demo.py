@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from ghs.cli.common import POSITIVE_DURATION, console, emit_json, json_option
+from ghs.cli.common import POSITIVE_DURATION, SEED, console, emit_json, json_option
 from ghs.daemon import sigterm_as_interrupt
 
 
@@ -15,7 +15,7 @@ from ghs.daemon import sigterm_as_interrupt
               help="How much faster the simulated clock runs.")
 @click.option("--work", type=POSITIVE_DURATION, default=8 * 3600.0,
               help="Task size to predict and schedule (default 8h).")
-@click.option("--seed", type=int, default=7, show_default=True, help="Seed of the lab.")
+@click.option("--seed", type=SEED, default=7, show_default=True, help="Seed of the lab.")
 @json_option
 def demo(simulated, speedup, work, seed, as_json):
     """Run a manager, a real agent and simulated workstations here; predict and schedule."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from ghs.cli.common import DURATION, config_from, console, emit_json, json_option
+from ghs.cli.common import DURATION, SEED, config_from, console, emit_json, json_option
 from ghs.daemon import sigterm_as_interrupt
 
 
@@ -16,7 +16,7 @@ def experiment():
 @experiment.command()
 @click.option("--size", type=click.IntRange(min=100), default=40_000, show_default=True,
               help="Simulated runs per case.")
-@click.option("--seed", type=int, default=7, show_default=True, help="Random seed.")
+@click.option("--seed", type=SEED, default=7, show_default=True, help="Random seed.")
 @json_option
 def distributions(size, seed, as_json):
     """Which delay fit (gamma, weibull, lognormal, auto) predicts p90/p99 best."""
@@ -49,7 +49,7 @@ def _render(result, as_json, show, plot=None, plot_path=None):
 @experiment.command()
 @click.option("--size", type=click.IntRange(min=10), default=40_000, show_default=True,
               help="Simulated runs per case.")
-@click.option("--seed", type=int, default=7, show_default=True, help="Random seed.")
+@click.option("--seed", type=SEED, default=7, show_default=True, help="Random seed.")
 @plot_option
 @json_option
 @click.pass_context
@@ -67,7 +67,7 @@ def partition(ctx, size, seed, plot_path, as_json):
 @experiment.command()
 @click.option("--size", type=click.IntRange(min=10), default=10_000, show_default=True,
               help="Simulated runs per machine set.")
-@click.option("--seed", type=int, default=7, show_default=True, help="Random seed.")
+@click.option("--seed", type=SEED, default=7, show_default=True, help="Random seed.")
 @click.option("--repetitions", type=click.IntRange(min=1), default=10, show_default=True,
               help="New pools and random subsets per pool size.")
 @click.option("--pool", "pools", type=click.IntRange(min=2, max=22), multiple=True,
@@ -107,7 +107,7 @@ def _validation_options(function):
     for option in reversed((
             click.option("--size", type=click.IntRange(min=1), default=48, show_default=True,
                          help="Launches per family (3 hours apart, after a day of sampling)."),
-            click.option("--seed", type=int, default=7, show_default=True, help="Random seed."),
+            click.option("--seed", type=SEED, default=7, show_default=True, help="Random seed."),
             click.option("--stations", type=click.IntRange(min=1, max=64), default=32,
                          show_default=True, help="Workstations per family."),
             _trace_option)):
@@ -183,7 +183,7 @@ def calibration(ctx, size, seed, stations, trace_path, families, paths, plot_pat
               help="The SWF or CSV log to cut workstations from (e.g. LCG.swf.gz).")
 @click.option("--size", type=click.IntRange(min=1), default=48, show_default=True,
               help="Launches (3 hours apart, after a day of sampling).")
-@click.option("--seed", type=int, default=7, show_default=True, help="Random seed.")
+@click.option("--seed", type=SEED, default=7, show_default=True, help="Random seed.")
 @click.option("--stations", type=click.IntRange(min=1, max=32), default=8, show_default=True,
               help="Workstations studied (of the 32 the log is cut into).")
 @plot_option
@@ -207,7 +207,7 @@ def error_sources(ctx, trace_path, size, seed, stations, plot_path, as_json):
 @experiment.command("sampling-cost")
 @click.option("--size", type=click.IntRange(min=1, max=60), default=3, show_default=True,
               help="Virtual days of each phase (steady, step, hourly changes).")
-@click.option("--seed", type=int, default=7, show_default=True, help="Random seed.")
+@click.option("--seed", type=SEED, default=7, show_default=True, help="Random seed.")
 @plot_option
 @json_option
 @click.pass_context
@@ -226,7 +226,7 @@ def sampling_cost(ctx, size, seed, plot_path, as_json):
 @experiment.command("eta-coverage")
 @click.option("--size", type=click.IntRange(min=10), default=1000, show_default=True,
               help="Stopped tasks per family and stop fraction.")
-@click.option("--seed", type=int, default=7, show_default=True, help="Random seed.")
+@click.option("--seed", type=SEED, default=7, show_default=True, help="Random seed.")
 @click.option("--trace", "trace_paths", type=click.Path(dir_okay=False), multiple=True,
               help="Also a trace family from this SWF or CSV log (repeatable).")
 @click.option("--uncalibrated", is_flag=True,
@@ -254,7 +254,7 @@ def eta_coverage(size, seed, trace_paths, uncalibrated, as_json):
                                                                        max_open=True),
               nargs=2, default=(0.3, 0.5), show_default=True,
               help="The owners' utilisation of their core before and after the change.")
-@click.option("--seed", type=int, default=7, show_default=True, help="Random seed.")
+@click.option("--seed", type=SEED, default=7, show_default=True, help="Random seed.")
 @json_option
 def live(duration, task_seconds, utilisations, seed, as_json):
     """Root: real owners' jobs, agent, manager and remote tasks timed against predictions."""

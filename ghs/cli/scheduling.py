@@ -9,6 +9,7 @@ from ghs.answers import Answer
 from ghs.cli.common import (
     DURATION,
     POSITIVE_DURATION,
+    SEED,
     asking,
     config_from,
     console,
@@ -188,7 +189,7 @@ def schedule(ctx, work, hosts_file, endpoint, names, timeout, method, dist, part
               help="Distribution of the model prediction shown beside the simulation.")
 @click.option("--cores-mode", type=click.Choice(CORES_MODES), default="partitioned",
               help="Multi-core hosts: one queue per core (the model) or one shared queue.")
-@click.option("--seed", type=int, default=None, help="Random seed for a repeatable run.")
+@click.option("--seed", type=SEED, default=None, help="Random seed for a repeatable run.")
 @json_option
 @click.pass_context
 def simulate(ctx, work, hosts_file, endpoint, names, timeout, runs, service, cov, warm,

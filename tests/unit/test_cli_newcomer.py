@@ -234,11 +234,27 @@ def test_an_endpoint_without_a_scheme_gets_a_hint():
      "outside the allowed range [1 s, 3600 s]"),
     (["measure", "--interval", "0.5"], "[1 s, 3600 s]"),
     (["status", "--manager", "tcp://127.0.0.1:1", "--timeout", "0"], "--timeout"),
+    # a negative elapsed time or horizon was taken and answered (a total of -2125 s)
+    (["eta", "--plan", EXAMPLE, "--hosts-file", EXAMPLE, "--elapsed", "-1h"],
+     "-3600 s is outside the allowed range [0 s, inf]"),
+    (["predict", "--hosts-file", EXAMPLE, "--work", "1h", "--by", "-1h"], "--by"),
 ])
 def test_bad_durations_are_refused_at_once_with_the_range(args, fragment):
     started = time.monotonic()
     one_line_error(invoke(*args), fragment)
     assert time.monotonic() - started < 5
+
+
+@pytest.mark.parametrize("args", [
+    ["simulate", "--hosts-file", EXAMPLE, "--work", "1h", "--runs", "2"],
+    ["bench", "--quick", "--part", "scheduler"],
+    ["experiment", "distributions", "--size", "100"],
+    ["backtest", "--trace", "x.swf", "--work", "1h"],
+    ["demo", "--work", "1h"],
+])
+def test_a_negative_seed_is_refused_with_the_range_not_a_traceback(args):
+    # numpy's generators raise ValueError on a negative seed deep inside a run
+    one_line_error(invoke(*args, "--seed", "-1"), "-1 is not in the range x>=0")
 
 
 def test_bare_ghs_prints_its_help_not_an_error():
