@@ -11,6 +11,12 @@ import numpy as np
 
 from scheduler.errors import InvalidHostError
 
+# Bounds far past any workstation (a million local jobs a second; a mean or spread of local
+# demand of 31,700 years), inside which the model's moments stay finite in double precision:
+# past them (a lam of 1e308, a sigma of 1e200) they overflowed and a prediction read NaN.
+MAX_RATE_PER_SECOND = 1e6
+MAX_DEMAND_SECONDS = 1e12
+
 
 def _check_finite(name: str, field: str, value: float) -> float:
     try:
@@ -60,19 +66,22 @@ class Host:
         sigma = _check_finite(name, "sigma", self.sigma)
         rho = _check_finite(name, "rho", self.rho)
         tau = _check_finite(name, "tau", self.tau)
-        if lam < 0:
+        if not 0 <= lam <= MAX_RATE_PER_SECOND:
             raise InvalidHostError(
-                f"host {name!r}: lam must be >= 0 jobs/s, got {lam!r}", field="lam", value=lam
+                f"host {name!r}: lam must be in [0, {MAX_RATE_PER_SECOND:g}] jobs/s, "
+                f"got {lam!r}", field="lam", value=lam
             )
-        if mu <= 0:
+        if not mu * MAX_DEMAND_SECONDS >= 1:
             raise InvalidHostError(
-                f"host {name!r}: mu must be > 0 (1 / mean CPU seconds), got {mu!r}",
+                f"host {name!r}: mu must be >= {1 / MAX_DEMAND_SECONDS:g} (1 / mean CPU "
+                f"seconds, a mean of at most {MAX_DEMAND_SECONDS:g} s), got {mu!r}",
                 field="mu",
                 value=mu,
             )
-        if sigma < 0:
+        if not 0 <= sigma <= MAX_DEMAND_SECONDS:
             raise InvalidHostError(
-                f"host {name!r}: sigma must be >= 0 seconds, got {sigma!r}",
+                f"host {name!r}: sigma must be in [0, {MAX_DEMAND_SECONDS:g}] seconds, "
+                f"got {sigma!r}",
                 field="sigma",
                 value=sigma,
             )
@@ -169,4 +178,4 @@ class HostArrays:
     @property
     def demand_second_moment(self) -> np.ndarray:
         """E[X^2] of a local job's CPU demand, seconds squared."""
-        return self.sigma**2 + 1.0 / self.mu**2
+        return self.sigma**2 + (1.0 / self.mu) ** 2

@@ -159,6 +159,13 @@ def _moment_one(code: np.ndarray, p1: np.ndarray, p2: np.ndarray) -> np.ndarray:
         return fits.mean(code, p1, p2)
 
 
+# Below this chance of any local arrival during the task it is run as never interrupted, as
+# with no arrivals at all: a measured rho well above lam / mu (a long job running, hardly any
+# arriving) puts the delay's whole mean rho t / (1 - rho) on that chance, and at lam 1e-300
+# its square overflowed (m1 ~ 1e296 s) and the prediction read NaN.
+_MIN_INTERRUPTION = 1e-12
+
+
 def conditional_moments(lam_server: np.ndarray, rho: np.ndarray, ex2: np.ndarray,
                         t: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(q, m1, v): P(S > 0), E[U | S > 0] and Var[U | S > 0] of one server, SPEC section 3.
@@ -171,7 +178,7 @@ def conditional_moments(lam_server: np.ndarray, rho: np.ndarray, ex2: np.ndarray
     p0 = 1.0 - q
     delay_mean = rho / (1.0 - rho) * t
     delay_var = expected_arrivals * ex2 / (1.0 - rho) ** 3
-    safe_q = np.where(q > 0, q, 1.0)
+    safe_q = np.where(q > _MIN_INTERRUPTION, q, 1.0)
     m1 = delay_mean / safe_q
     # Var[U|S>0] = Var[U]/q - E[U]^2 p0 / q^2, the exact conditional form
     v = delay_var / safe_q - delay_mean**2 * p0 / safe_q**2
@@ -179,7 +186,7 @@ def conditional_moments(lam_server: np.ndarray, rho: np.ndarray, ex2: np.ndarray
     # the conditional CoV is then floored at MIN_CONDITIONAL_COV instead of giving NaN or a
     # step the quadrature cannot resolve.
     v = np.maximum(v, (MIN_CONDITIONAL_COV * m1) ** 2)
-    usable = (q > 0) & (m1 > 0)
+    usable = (q > _MIN_INTERRUPTION) & (m1 > 0)
     return np.where(usable, q, 0.0), np.where(usable, m1, 0.0), np.where(usable, v, 0.0)
 
 

@@ -29,6 +29,12 @@ _BLOCK_ELEMENTS = 1 << 20  # gap/demand draws held at once, bounds memory of a b
 _MIN_STEPS, _MAX_STEPS = 8, 64
 _WARM_UP_RELAXATIONS = 8.0
 _WARM_UP_MIN_DEMANDS = 50.0
+# A run whose remote work could not finish before this many local arrivals, even if no more
+# came than while it clears its start backlog and its own work, is refused at once: a walk
+# that long takes minutes to hours (a sigma of 1e9 s on a mean of 10 s put a warm start's
+# backlog near 1e15 s and the walk did not end). Legitimate runs are far below it (a 128 h
+# task at 0.1 arrivals/s: 46,000).
+_MAX_ARRIVALS_PER_RUN = 1e6
 
 
 @dataclass(frozen=True, eq=False)
@@ -253,9 +259,10 @@ def _simulate_partitioned(hosts, share, demands, used, warm, rng, finish, hits,
                       else np.zeros(size)) + state[k].reshape(-1))
     if not used:
         return
-    elapsed, count = _walk(np.concatenate(start)[:, None], np.concatenate(need),
-                           np.concatenate(inv_rate), np.concatenate(group),
-                           [demands[k] for k in used], rng)
+    chains = (np.concatenate(start)[:, None], np.concatenate(need), np.concatenate(inv_rate),
+              np.concatenate(group))
+    _check_walk(*chains, [hosts[k].name for k in used])
+    elapsed, count = _walk(*chains, [demands[k] for k in used], rng)
     offset = 0
     for k in used:
         cores = hosts[k].cores
@@ -278,6 +285,7 @@ def _simulate_shared(hosts, share, demands, batch, width, warm, rng, finish, hit
         horizon = np.repeat([_warm_up_seconds(hosts[k], demands[k]) for k in batch], runs)
         start = _warm_up(horizon, width, inv_rate, group, laws, rng)
     start = np.sort(start + np.concatenate([state[k] for k in batch]), axis=1)
+    _check_walk(start, need, inv_rate, group, [hosts[k].name for k in batch])
     elapsed, count = _walk(start, need, inv_rate, group, laws, rng)
     for g, k in enumerate(batch):
         finish[:, k] = elapsed[g * runs:(g + 1) * runs]
@@ -326,6 +334,26 @@ def _time_to_free(load: np.ndarray, need: np.ndarray) -> np.ndarray:
     j = (at_breaks <= need[:, None]).sum(axis=1) - 1
     rows = np.arange(load.shape[0])
     return (need + total[rows, j]) / (j + 1)
+
+
+def _check_walk(load: np.ndarray, need: np.ndarray, inv_rate: np.ndarray, group: np.ndarray,
+                names: list[str]) -> None:
+    """Refuse chains that would meet over _MAX_ARRIVALS_PER_RUN local arrivals before they
+    could finish: the time to clear their start ``load`` (chains, cores; sorted) and ``need``
+    if nothing more arrived, over the mean gap ``inv_rate`` (seconds). ``group`` indexes
+    ``names``, the hosts of the chains."""
+    walked = (need > 0) & np.isfinite(inv_rate)
+    if not walked.any():
+        return
+    arrivals = _time_to_free(load[walked], need[walked]) / inv_rate[walked]
+    worst = int(np.argmax(arrivals))
+    if arrivals[worst] > _MAX_ARRIVALS_PER_RUN:
+        name = names[int(group[walked][worst])]
+        raise InvalidArgumentError(
+            f"host {name!r}: a run would meet at least {arrivals[worst]:.3g} local arrivals "
+            f"before its share could finish (over {_MAX_ARRIVALS_PER_RUN:.0e}; its local work "
+            f"at launch up to {float(load[walked][worst].max()):.3g} s): too long to "
+            "simulate; check its lam, mu and sigma", field="hosts", value=name)
 
 
 def _walk(load, need, inv_rate, group, laws, rng) -> tuple[np.ndarray, np.ndarray]:

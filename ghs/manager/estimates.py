@@ -16,7 +16,7 @@ from typing import Any
 
 from ghs.manager.store import HostFacts, ManagerStore
 from ghs.record import sensor_measurement
-from scheduler import Host
+from scheduler import Host, InvalidHostError
 from sensors.estimates import DAY_SECONDS, Estimate, adapt_avg
 
 
@@ -140,6 +140,12 @@ def _state(facts: HostFacts, estimate: Estimate | None, tau: float | None, count
     if not all(math.isfinite(v) for v in (lam, mu, sigma, estimate.rho)):
         return HostState(facts, estimate, count, False, None, "estimate not finite",
                          tuple(notes))
-    host = Host(facts.host_id, lam=lam, mu=mu, sigma=sigma, rho=estimate.rho,
-                tau=facts.tau, cores=facts.cores)
+    try:
+        host = Host(facts.host_id, lam=lam, mu=mu, sigma=sigma, rho=estimate.rho,
+                    tau=facts.tau, cores=facts.cores)
+    except InvalidHostError as exc:
+        # past the bounds of any workstation (an agent's sums gone wrong): the host is left
+        # out with the reason, as a non-finite one is, and the other hosts are answered
+        return HostState(facts, estimate, count, False, None,
+                         f"estimate out of range: {exc.message}", tuple(notes))
     return HostState(facts, estimate, count, False, host, None, tuple(notes))

@@ -17,8 +17,9 @@ import numpy as np
 from ghs.manager.estimates import model_parameters
 from ghs.manager.realised import CapacitySeries
 from ghs.manager.state import host_backlog
-from scheduler import Host
+from scheduler import Host, InvalidHostError
 from scheduler.backlog import Backlog
+from scheduler.hosts import MAX_RATE_PER_SECOND
 from sensors.estimates import WindowTotals, estimate_from_totals
 
 DAY_SECONDS = 86400.0
@@ -198,8 +199,11 @@ def host_at(host_id: str, inputs: ShadowInputs, at: float) -> Host | None:
     if estimate.lam is None or estimate.rho is None:
         return None
     lam, mu, sigma, _ = model_parameters(estimate, inputs.cores)
-    return Host(host_id, lam=lam, mu=mu, sigma=sigma, rho=min(max(estimate.rho, 0.0), RHO_CAP),
-                tau=inputs.tau, cores=inputs.cores)
+    try:
+        return Host(host_id, lam=lam, mu=mu, sigma=sigma,
+                    rho=min(max(estimate.rho, 0.0), RHO_CAP), tau=inputs.tau, cores=inputs.cores)
+    except InvalidHostError:
+        return None  # out of any workstation's range: no launch, as with no estimate
 
 
 def starts_of(day: Host, forecast: Any, *, arrivals_only: bool) -> Host:
@@ -207,7 +211,7 @@ def starts_of(day: Host, forecast: Any, *, arrivals_only: bool) -> Host:
     is the forecast arrival rate times the mean demand (the running jobs are held as the
     backlog); otherwise the forecast measured utilisation, which carries them."""
     lam, rho = float(forecast[0]), float(forecast[1])
-    if not (math.isfinite(lam) and math.isfinite(rho)):
+    if not (math.isfinite(lam) and math.isfinite(rho)) or lam > MAX_RATE_PER_SECOND:
         return day
     if arrivals_only:
         rho = lam / (day.cores * day.mu)

@@ -90,6 +90,19 @@ def test_host_states_exclude_stale_and_saturated_and_note_provisional(tmp_path):
                                                   for n in states["new"].notes)
 
 
+def test_a_host_whose_estimate_is_past_any_workstation_is_left_out_with_the_reason(tmp_path):
+    store = ManagerStore(tmp_path / "m.sqlite")
+    now = 5000.0
+    for name, demand in (("ok", 50.0), ("wild", 1e13)):
+        store.upsert_host(facts(name, seen=now - 1))
+        store.add_measurements(rows(name, 48, demand=demand))
+    states = {s.facts.host_id: s for s in EstimateCache(store).states(now, 300.0)}
+    assert states["ok"].host is not None
+    # a mean demand of 1e13 s raised InvalidHostError out of the status and every query
+    assert states["wild"].host is None
+    assert states["wild"].reason.startswith("estimate out of range: host 'wild': mu must be")
+
+
 @contextlib.contextmanager
 def serving(store, settings=None):
     """A real manager over ``store`` on a free loopback port, run in a thread: yields (its

@@ -323,3 +323,16 @@ def test_overloaded_host_is_allowed_when_it_gets_no_work():
     hot = Host("hot", lam=0.02, mu=0.01, sigma=100.0, rho=0.9)
     result = simulate([_host("a"), hot], [100.0, 0.0], runs=3, rng=np.random.default_rng(0))
     assert np.all(result.host_completion_seconds[:, 1] == 0.0)
+
+
+def test_a_run_too_long_to_walk_is_refused_at_once_naming_the_host():
+    # a warm start's backlog near 1e16 s (sigma 1e9 s on a mean of 10 s): the walk never ended
+    hosts = [Host("calm", lam=0.01, mu=0.1, sigma=10.0, rho=0.1),
+             Host("wild", lam=0.01, mu=0.1, sigma=1e9, rho=0.1)]
+    with pytest.raises(InvalidArgumentError, match=r"host 'wild': a run would meet at least"):
+        simulate(hosts, [3600.0, 3600.0], runs=200, rng=np.random.default_rng(1),
+                 service="lognormal", warm=True)
+    # the same host started idle needs only its own hour, and is walked
+    result = simulate(hosts, [3600.0, 3600.0], runs=200, rng=np.random.default_rng(1),
+                      service="lognormal")
+    assert np.isfinite(result.completion_seconds).all()
