@@ -51,14 +51,13 @@ teach no calibrator.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from ghs.agent.replay import DEFAULT_ZERO_EPOCH_SECONDS, Station
+from ghs.agent.replay import Station
 from ghs.backtest.scoring import (
     BY_JOBS_RUNNING,
     CALIBRATED,
@@ -71,6 +70,7 @@ from ghs.backtest.scoring import (
     RECOMBINED,
     summarise,
 )
+from ghs.backtest.settings import BacktestSettings, check_span, validate
 from ghs.backtest.split import RECOMBINED_TAIL, SplitLaunches
 from ghs.backtest.views import (
     Forecasts,
@@ -78,8 +78,7 @@ from ghs.backtest.views import (
     last_utilisation,
     snapshot_backlog,
 )
-from ghs.backtest.world import HOUR_SECONDS, BacktestError, StationWorld
-from ghs.config import SensorConfig
+from ghs.backtest.world import BacktestError, StationWorld
 from ghs.experiments.partition import NAIVE_MAX_UTILISATION
 from ghs.manager.calibrated_views import YOUNG_LAUNCHES
 from ghs.manager.calibration import LENGTHS_SECONDS
@@ -93,26 +92,6 @@ from scheduler.conformal import ConformalSettings, pooled_calibrator
 from scheduler.trace_simulation import simulate_trace_many
 from scheduler.window_forecast import settle_duration
 from scheduler.workload import Trace
-
-
-@dataclass(frozen=True)
-class BacktestSettings:
-    """Launch schedule on the log's clock (whole hours, seconds) and the sampler's settings."""
-
-    start_seconds: float = 48 * HOUR_SECONDS
-    every_seconds: float = 3 * HOUR_SECONDS
-    parallel: bool = False
-    sensor: SensorConfig = field(default_factory=SensorConfig)
-    seed: int = 1
-    zero_epoch_seconds: float = DEFAULT_ZERO_EPOCH_SECONDS
-    end_seconds: float | None = None  # the logs are cut here (None: their own ends)
-    shadow_every_seconds: float = HOUR_SECONDS
-    shadow_lead_seconds: float = 24 * HOUR_SECONDS
-    last_launch_seconds: float | None = None  # no launch, scored or shadow, after it
-    # the task lengths the calibrators learn at, as a manager's fixed ones (None: each scored
-    # length its own); a scored length between them is served by the manager's rule
-    calibration_lengths_seconds: tuple[float, ...] | None = None
-
 
 # the calibrators whose launches are scored against the factors as they stand when each
 # outcome is known, as the manager's state view and pooled far tail are
@@ -137,35 +116,11 @@ class _Pending:
     at_launch: tuple[np.ndarray, np.ndarray] | None = None
 
 
-def _validate(stations: Sequence[Station], keys: Sequence[str], works: Sequence[float],
-              settings: BacktestSettings) -> np.ndarray:
-    if not stations or len(keys) != len(stations):
-        raise BacktestError("give at least one station, each with a key", field="stations",
-                            value=len(stations))
-    work = np.asarray(works, dtype=float)
-    if work.size == 0 or not (np.isfinite(work).all() and (work > 0).all()):
-        raise BacktestError(f"task lengths must be positive seconds, got {list(works)!r}",
-                            field="work", value=list(works))
-    for name, value in (("start", settings.start_seconds), ("launch_every",
-                                                             settings.every_seconds),
-                        ("shadow_every", settings.shadow_every_seconds)):
-        if not (value > 0 and value % HOUR_SECONDS == 0) and not (name == "start"
-                                                                  and value == 0):
-            raise BacktestError(f"--{name.replace('_', '-')} must be a whole number of hours, "
-                                f"got {value:g} s", field=name, value=value)
-    lengths = settings.calibration_lengths_seconds
-    if lengths is not None and not (len(lengths) and all(
-            math.isfinite(x) and x > 0 for x in lengths)):
-        raise BacktestError(f"calibration lengths must be positive seconds, got {lengths!r}",
-                            field="calibrate_at", value=list(lengths))
-    return work
-
-
 def run_backtest(stations: Sequence[Station], keys: Sequence[str], works: Sequence[float],
                  settings: BacktestSettings = BacktestSettings()) -> dict[str, Any]:
     """Score every predictor on ``stations`` (keys name them in ``shares``) for task lengths
     ``works`` (dedicated seconds at tau 1). Returns the JSON of ``ghs backtest``."""
-    work = _validate(stations, keys, works, settings)
+    work = validate(stations, keys, works, settings)
     if settings.end_seconds is not None:
         stations = [Station(s.name, tuple(r for r in s.rows if r[0] < settings.end_seconds),
                             s.header_zero_epoch_seconds) for s in stations]
@@ -179,6 +134,7 @@ def run_backtest(stations: Sequence[Station], keys: Sequence[str], works: Sequen
     traces = [Trace(np.array([r[0] for r in s.rows]), np.array([r[1] for r in s.rows]))
               for s in stations]
     ends = np.array([float(t.arrival_seconds[-1]) for t in traces])
+    check_span(float(ends.max()), settings)
     launches = np.arange(settings.start_seconds, ends.max(), settings.every_seconds)
     if settings.last_launch_seconds is not None:
         launches = launches[launches <= settings.last_launch_seconds]

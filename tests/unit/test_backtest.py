@@ -154,6 +154,8 @@ def test_bad_requests_are_one_line_errors(tmp_path):
     # a station whose first job comes after the --end asked for
     late = _write_csv(tmp_path / "late.csv",
                       [(3 * 86400.0 + t, c, u, x) for t, c, u, x in _rows(1, 1.0)])
+    # an arrival time of 1e300 s: numpy refused the launch array with a traceback
+    far = _write_csv(tmp_path / "far.csv", [*_rows(1, 1.0), (1e300, 1.0, "u", "x")])
     for args, words in ((["--trace", path, "--work", "1h", "--start", "90m"], "whole number"),
                         (["--manager", "tcp://127.0.0.1:1", "--work", "1h", "--timeout", "1"],
                          "did not answer within 1 s"),
@@ -167,7 +169,9 @@ def test_bad_requests_are_one_line_errors(tmp_path):
                           "1h"], "--shadow-every goes with --trace"),
                         (["--trace", path, "--work", "1h", "--start", "30d"], "no launch"),
                         (["--trace", path, "--trace", late, "--work", "1h", "--end", "2d"],
-                         f"1 of 2 stations have no job before --end 172800 s ({late})")):
+                         f"1 of 2 stations have no job before --end 172800 s ({late})"),
+                        (["--trace", far, "--work", "1h"], "launch moments, over 100,000; cut "
+                                                           "them with --end")):
         result = CliRunner().invoke(main, ["backtest", *args])
         assert result.exit_code == 2, result.output
         assert words in result.output and "Traceback" not in result.output
