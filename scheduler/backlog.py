@@ -32,15 +32,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
-from scipy import special
 
-from scheduler.errors import InvalidArgumentError
-from scheduler.hosts import Host, HostArrays
+from scheduler.backlog_atoms import ATOMS, positive_atoms
+from scheduler.errors import InvalidArgumentError, InvalidHostError
+from scheduler.hosts import MAX_DEMAND_SECONDS, Host, HostArrays
 
 SOURCES = ("snapshot", "steady-state", "idle")
-# probability levels cutting a Gamma law into atoms: coarse in the body, fine in the tail
-_LEVELS = np.array([0.0, 0.35, 0.65, 0.85, 0.95, 0.99, 1.0])
-ATOMS = 2 * (len(_LEVELS) - 1)
 
 
 def _numbers(field: str, values: object) -> np.ndarray:
@@ -289,8 +286,30 @@ def build(hosts: Sequence[Host], items: Sequence[Backlog],
     if (weight != 1.0).any():
         low, extra_mean, extra_var = low * weight, extra_mean * weight, extra_var * weight**2
     core_mean = np.sum(mult * (low + extra_mean), axis=1) / arrays.cores
+    _check_scale(hosts, core_mean, extra_var, [item.kind for item in items])
     sources = np.array([item.source for item in items])
     return BacklogArrays(sources, core_mean, mult, low, none, extra_mean, extra_var, explicit)
+
+
+def _check_scale(hosts: Sequence[Host], core_mean: np.ndarray, extra_var: np.ndarray,
+                 kinds: Sequence[str]) -> None:
+    """Refuse a backlog past any workstation (a mean per core over MAX_DEMAND_SECONDS, or a
+    spread that is not finite): the completion law's quadrature cannot span it beside a
+    share of seconds, and it raised a bare ValueError. A steady-state one that large comes
+    from parameters that contradict each other (lam 21,588/s with a mean demand of 43 years
+    beside a rho of 0.46 gave 3.7e22 s)."""
+    spread = np.isfinite(extra_var).all(axis=1)
+    bad = ~(np.isfinite(core_mean) & (core_mean <= MAX_DEMAND_SECONDS) & spread)
+    if bad.any():
+        k = int(np.flatnonzero(bad)[0])
+        host = hosts[k]
+        raise InvalidHostError(
+            f"host {host.name!r}: its {kinds[k]} backlog averages {core_mean[k]:.3g} s a core"
+            f"{'' if spread[k] else ' with a spread past double precision'}, past any "
+            f"workstation (at most {MAX_DEMAND_SECONDS:g} s): check its lam "
+            f"({host.lam:g}/s), mu ({host.mu:g}/s) and sigma ({host.sigma:g} s), which give "
+            f"lam / (cores mu) = {host.lam / (host.cores * host.mu):.3g} beside rho {host.rho:g}",
+            field="backlog", value=host.name)
 
 
 def _discrete_moments(item: Backlog) -> tuple[float, float, float, float]:
@@ -334,6 +353,18 @@ def _job_groups(cores: int, means: Sequence[float], variances: Sequence[float]
     return groups
 
 
+def steady_state_within_range(hosts: Sequence[Host]) -> np.ndarray:
+    """(hosts,) bool: whether each host's steady-state backlog (its mean and spread per
+    core) lies within what :func:`build` takes, in one array pass (a manager checks every
+    host it knows on each query)."""
+    if not hosts:
+        return np.zeros(0, dtype=bool)
+    arrays = HostArrays.from_hosts(hosts)
+    with np.errstate(over="ignore", invalid="ignore"):
+        _, mean, var = _steady_state_moments(arrays, [Backlog.steady_state()] * len(hosts))
+        return np.isfinite(var) & (mean <= MAX_DEMAND_SECONDS)
+
+
 def _steady_state_moments(arrays: HostArrays, items: Sequence[Backlog]
                           ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(P(W = 0), E[W], Var[W]) of each core's stationary workload (Pollaczek-Khinchine)."""
@@ -351,52 +382,3 @@ def _steady_state_moments(arrays: HostArrays, items: Sequence[Backlog]
     work_square = 2 * work_mean**2 + lam * ex3 / (3 * (1 - safe_rho))
     return (np.where(busy, 1 - rho, 1.0), np.where(busy, work_mean, 0.0),
             np.where(busy, np.maximum(work_square - work_mean**2, 0.0), 0.0))
-
-
-def positive_atoms(mean: np.ndarray, var: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Atoms of a positive law with ``mean`` and ``var``: Gamma up to CoV 1, else Lognormal.
-
-    A stationary workload or a sum of job remainders with CoV above 1 comes from heavy-tailed
-    demands, whose tail a Gamma law (exponential tail) understates; up to CoV 1 the Gamma law
-    is exact for exponential demands (the M/M/1 workload).
-    """
-    heavy = var > mean**2 * (1 + 1e-9)
-    values, probs = gamma_atoms(mean, var)
-    if heavy.any():
-        values[heavy], probs[heavy] = lognormal_atoms(mean[heavy], var[heavy])
-    return values, probs
-
-
-def _split_bins(mean: np.ndarray, first: np.ndarray, second: np.ndarray,
-                square: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Two atoms per bin (conditional mean -/+ std) from the normalised partial moments."""
-    first[:, -1] = second[:, -1] = 1.0
-    probs = np.diff(_LEVELS)[None, :] * np.ones((len(mean), 1))
-    bin_mean = mean[:, None] * np.diff(first, axis=1) / probs
-    bin_square = square[:, None] * np.diff(second, axis=1) / probs
-    bin_std = np.sqrt(np.maximum(bin_square - bin_mean**2, 0.0))
-    values = np.stack([np.maximum(bin_mean - bin_std, 0.0), bin_mean + bin_std], axis=2)
-    return values.reshape(len(mean), -1), np.repeat(probs / 2, 2, axis=1)
-
-
-def lognormal_atoms(mean: np.ndarray, var: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """As ``gamma_atoms`` for a Lognormal law with ``mean`` (s) and ``var`` (s^2)."""
-    s = np.sqrt(np.log1p(var / mean**2))[:, None]
-    with np.errstate(divide="ignore"):
-        z = special.ndtri(_LEVELS)[None, :]
-    # E[X^j; X < x] / E[X^j] = Phi(z - j s) where z is x's standard score
-    return _split_bins(mean, special.ndtr(z - s), special.ndtr(z - 2 * s), mean**2 + var)
-
-
-def gamma_atoms(mean: np.ndarray, var: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(N, ATOMS) atoms and probabilities of a Gamma law with ``mean`` (s) and ``var`` (s^2).
-
-    The law is cut at ``_LEVELS``; each bin becomes two atoms of half its probability at its
-    conditional mean plus and minus its conditional std, so the mean and variance are exact
-    (up to clipping a lower atom at 0, which only the first bin of a very skewed law needs).
-    """
-    shape = (mean**2 / var)[:, None]
-    cuts = special.gammaincinv(shape, _LEVELS[None, :])
-    # E[X^j; X < x] / E[X^j] = P(shape + j, x / scale)
-    return _split_bins(mean, special.gammainc(shape + 1, cuts),
-                       special.gammainc(shape + 2, cuts), mean**2 + var)

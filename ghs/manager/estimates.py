@@ -17,6 +17,7 @@ from typing import Any
 from ghs.manager.store import HostFacts, ManagerStore
 from ghs.record import sensor_measurement
 from scheduler import Host, InvalidHostError
+from scheduler.backlog import steady_state_within_range
 from sensors.estimates import DAY_SECONDS, Estimate, adapt_avg
 
 
@@ -80,7 +81,7 @@ class EstimateCache:
                                                                            last)
             stale = now - facts.last_seen > stale_after_seconds
             states.append(_state(facts, estimate, tau, count, stale, now))
-        return states
+        return _within_range(states)
 
     def _estimate(self, facts: HostFacts, count: int, first: float, last: float
                   ) -> tuple[Estimate, float | None]:
@@ -118,6 +119,21 @@ def model_parameters(estimate: Estimate, cores: int
         sigma = 1.0 / mu
         notes.append("demand spread unknown: exponential assumed (sigma = 1/mu)")
     return lam, mu, sigma, tuple(notes)
+
+
+def _within_range(states: list[HostState]) -> list[HostState]:
+    """``states`` with the hosts whose steady-state backlog is past any workstation left out
+    with the reason: every prediction may start a host there, and one such host (an agent's
+    lam and demand contradicting its rho) failed every query that named it."""
+    usable = [k for k, state in enumerate(states) if state.host is not None]
+    within = steady_state_within_range([states[k].host for k in usable])
+    for k, fine in zip(usable, within):
+        if not fine:
+            states[k] = dataclasses.replace(
+                states[k], host=None,
+                reason="estimate out of range: its steady-state backlog (Pollaczek-Khinchine) "
+                       "is past any workstation's")
+    return states
 
 
 def _state(facts: HostFacts, estimate: Estimate | None, tau: float | None, count: int,

@@ -129,3 +129,19 @@ def test_from_laws_needs_moments():
     with pytest.raises(InvalidArgumentError) as caught:
         Backlog.from_laws([object()])
     assert caught.value.field == "laws"
+
+
+def test_a_backlog_past_any_workstation_is_refused_naming_the_host():
+    from scheduler import InvalidHostError
+
+    # lam / (cores mu) of 3e13 beside a rho of 0.46: the stationary workload came to 3.7e22 s
+    # and the quadrature raised a bare ValueError
+    wild = Host("wild", lam=21588.0, mu=7.3e-10, sigma=7597.0, rho=0.46)
+    calm = Host("calm", lam=0.002, mu=0.01, sigma=100.0, rho=0.2)
+    with pytest.raises(InvalidHostError, match=r"host 'wild': its steady-state backlog "
+                                               r"averages 3\.\d+e\+22 s a core"):
+        predict([calm, wild], 3600.0, backlog=[Backlog.steady_state()] * 2)
+    # listed jobs too: a remaining demand past 1e12 s
+    with pytest.raises(InvalidHostError, match=r"host 'calm': its jobs backlog"):
+        predict([calm], 3600.0, backlog=[Backlog.exact([1e13])])
+    assert predict([calm], 3600.0, backlog=[Backlog.exact([1e6])]).mean > 1e6

@@ -103,6 +103,20 @@ def test_a_host_whose_estimate_is_past_any_workstation_is_left_out_with_the_reas
     assert states["wild"].reason.startswith("estimate out of range: host 'wild': mu must be")
 
 
+def test_a_host_whose_steady_state_backlog_is_past_any_workstation_is_left_out(tmp_path):
+    store = ManagerStore(tmp_path / "m.sqlite")
+    now = 5000.0
+    # 100 arrivals a second of 10^6 s jobs beside a rho of 0.2: each parameter within range,
+    # but the stationary workload comes to 6e13 s, and every query naming the host failed
+    for name, lam, demand in (("ok", 0.004, 50.0), ("contradicting", 100.0, 1e6)):
+        store.upsert_host(facts(name, seen=now - 1))
+        store.add_measurements(rows(name, 48, lam=lam, demand=demand))
+    states = {s.facts.host_id: s for s in EstimateCache(store).states(now, 300.0)}
+    assert states["ok"].host is not None
+    assert states["contradicting"].host is None
+    assert "steady-state backlog" in states["contradicting"].reason
+
+
 @contextlib.contextmanager
 def serving(store, settings=None):
     """A real manager over ``store`` on a free loopback port, run in a thread: yields (its
