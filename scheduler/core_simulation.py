@@ -15,9 +15,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from scheduler.chain_walk import walk
 from scheduler.errors import InvalidArgumentError
 from scheduler.hosts import Host
-from scheduler.simulation import _walk
 from scheduler.workload import Demand, demand_for_host, stationary_backlog
 
 
@@ -47,7 +47,7 @@ def simulate_cores(host: Host, share: float, *, core_rates_per_second: Sequence[
     need = np.full(rate.size, share / (host.tau * len(cores)))
     with np.errstate(divide="ignore"):
         inv_rate = np.where(rate > 0, 1.0 / rate, math.inf)
-    elapsed, _ = _walk(start[:, None], need, inv_rate, np.zeros(rate.size, dtype=int), [law],
+    elapsed, _ = walk(start[:, None], need, inv_rate, np.zeros(rate.size, dtype=int), [law],
                        rng)
     return elapsed.reshape(len(cores), runs).max(axis=0)
 

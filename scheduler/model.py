@@ -171,7 +171,8 @@ def conditional_moments(lam_server: np.ndarray, rho: np.ndarray, ex2: np.ndarray
     """(q, m1, v): P(S > 0), E[U | S > 0] and Var[U | S > 0] of one server, SPEC section 3.
 
     lam_server: arrivals per second at this server; ex2: E[X^2] of a local demand (s^2);
-    t: dedicated seconds. Where q == 0 (no arrivals or no work) m1 and v are 0.
+    t: dedicated seconds. Where q <= _MIN_INTERRUPTION (no arrivals, next to none, or no
+    work) q, m1 and v are 0.
     """
     expected_arrivals = lam_server * t
     q = -np.expm1(-expected_arrivals)

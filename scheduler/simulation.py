@@ -20,21 +20,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from scheduler.chain_walk import check_walk, walk, warm_up
 from scheduler.errors import InvalidArgumentError
 from scheduler.hosts import Host
 from scheduler.workload import DEMAND_KINDS, Demand, demand_for_host, stationary_backlog
 
 CORES_MODES = ("partitioned", "shared")
-_BLOCK_ELEMENTS = 1 << 20  # gap/demand draws held at once, bounds memory of a block
-_MIN_STEPS, _MAX_STEPS = 8, 64
 _WARM_UP_RELAXATIONS = 8.0
 _WARM_UP_MIN_DEMANDS = 50.0
-# A run whose remote work could not finish before this many local arrivals, even if no more
-# came than while it clears its start backlog and its own work, is refused at once: a walk
-# that long takes minutes to hours (a sigma of 1e9 s on a mean of 10 s put a warm start's
-# backlog near 1e15 s and the walk did not end). Legitimate runs are far below it (a 128 h
-# task at 0.1 arrivals/s: 46,000).
-_MAX_ARRIVALS_PER_RUN = 1e6
 
 
 @dataclass(frozen=True, eq=False)
@@ -261,8 +254,8 @@ def _simulate_partitioned(hosts, share, demands, used, warm, rng, finish, hits,
         return
     chains = (np.concatenate(start)[:, None], np.concatenate(need), np.concatenate(inv_rate),
               np.concatenate(group))
-    _check_walk(*chains, [hosts[k].name for k in used])
-    elapsed, count = _walk(*chains, [demands[k] for k in used], rng)
+    check_walk(*chains, [hosts[k].name for k in used])
+    elapsed, count = walk(*chains, [demands[k] for k in used], rng)
     offset = 0
     for k in used:
         cores = hosts[k].cores
@@ -283,10 +276,10 @@ def _simulate_shared(hosts, share, demands, batch, width, warm, rng, finish, hit
     start = np.zeros((need.size, width))
     if warm:
         horizon = np.repeat([_warm_up_seconds(hosts[k], demands[k]) for k in batch], runs)
-        start = _warm_up(horizon, width, inv_rate, group, laws, rng)
+        start = warm_up(horizon, width, inv_rate, group, laws, rng)
     start = np.sort(start + np.concatenate([state[k] for k in batch]), axis=1)
-    _check_walk(start, need, inv_rate, group, [hosts[k].name for k in batch])
-    elapsed, count = _walk(start, need, inv_rate, group, laws, rng)
+    check_walk(start, need, inv_rate, group, [hosts[k].name for k in batch])
+    elapsed, count = walk(start, need, inv_rate, group, laws, rng)
     for g, k in enumerate(batch):
         finish[:, k] = elapsed[g * runs:(g + 1) * runs]
         hits[:, k] = count[g * runs:(g + 1) * runs]
@@ -302,138 +295,3 @@ def _warm_up_seconds(host: Host, law: Demand) -> float:
     rho = host.lam * law.mean_seconds / host.cores
     relaxation = law.mean_seconds * (1.0 + law._cov**2) / (2.0 * (1.0 - math.sqrt(rho)) ** 2)
     return max(_WARM_UP_RELAXATIONS * relaxation, _WARM_UP_MIN_DEMANDS * law.mean_seconds)
-
-
-def _draw_block(rng, inv_rate, group, laws, steps) -> tuple[np.ndarray, np.ndarray]:
-    """Inter-arrival gaps and demands (seconds) for ``steps`` arrivals of every chain.
-
-    ``group`` is sorted, so each demand law fills one contiguous slab of rows.
-    """
-    gaps = rng.standard_exponential((inv_rate.size, steps)) * inv_rate[:, None]
-    sizes = np.empty_like(gaps)
-    bounds = np.searchsorted(group, np.arange(len(laws) + 1))
-    for g, law in enumerate(laws):
-        if bounds[g + 1] > bounds[g]:
-            sizes[bounds[g]:bounds[g + 1]] = law.sample(rng, (bounds[g + 1] - bounds[g], steps))
-    return gaps, sizes
-
-
-def _block_steps(chains: int) -> int:
-    return int(np.clip(_BLOCK_ELEMENTS // max(chains, 1), _MIN_STEPS, _MAX_STEPS))
-
-
-def _time_to_free(load: np.ndarray, need: np.ndarray) -> np.ndarray:
-    """Seconds u until the free core-time sum_i max(0, u - load_i) reaches ``need``.
-
-    ``load`` (chains x cores) is sorted per row; the free core-time is piecewise linear
-    with slope j + 1 after the j-th smallest backlog (0-based) has cleared.
-    """
-    total = np.cumsum(load, axis=1)
-    slope = np.arange(1, load.shape[1] + 1)
-    at_breaks = slope * load - total  # free core-time when each core clears
-    j = (at_breaks <= need[:, None]).sum(axis=1) - 1
-    rows = np.arange(load.shape[0])
-    return (need + total[rows, j]) / (j + 1)
-
-
-def _check_walk(load: np.ndarray, need: np.ndarray, inv_rate: np.ndarray, group: np.ndarray,
-                names: list[str]) -> None:
-    """Refuse chains that would meet over _MAX_ARRIVALS_PER_RUN local arrivals before they
-    could finish: the time to clear their start ``load`` (chains, cores; sorted) and ``need``
-    if nothing more arrived, over the mean gap ``inv_rate`` (seconds). ``group`` indexes
-    ``names``, the hosts of the chains."""
-    walked = (need > 0) & np.isfinite(inv_rate)
-    if not walked.any():
-        return
-    arrivals = _time_to_free(load[walked], need[walked]) / inv_rate[walked]
-    worst = int(np.argmax(arrivals))
-    if arrivals[worst] > _MAX_ARRIVALS_PER_RUN:
-        name = names[int(group[walked][worst])]
-        raise InvalidArgumentError(
-            f"host {name!r}: a run would meet at least {arrivals[worst]:.3g} local arrivals "
-            f"before its share could finish (over {_MAX_ARRIVALS_PER_RUN:.0e}; its local work "
-            f"at launch up to {float(load[walked][worst].max()):.3g} s): too long to "
-            "simulate; check its lam, mu and sigma", field="hosts", value=name)
-
-
-def _walk(load, need, inv_rate, group, laws, rng) -> tuple[np.ndarray, np.ndarray]:
-    """Run every chain until its remote sub-task finishes.
-
-    load: (chains, cores) sorted backlog per core at launch (seconds); need: core-seconds of
-    remote work; inv_rate: mean inter-arrival seconds (inf: no local jobs). Returns the
-    completion (seconds from launch) and the count of arrivals that found a core free.
-    """
-    elapsed = np.zeros(need.size)
-    count_all = np.zeros(need.size, dtype=np.int64)
-    walked = (need > 0) & np.isfinite(inv_rate)  # chains that meet local arrivals at all
-    quiet = (need > 0) & ~walked
-    if quiet.any():
-        elapsed[quiet] = _time_to_free(load[quiet], need[quiet])
-    ids = np.flatnonzero(walked)
-    load, left, inv_rate, group = load[ids], need[ids].copy(), inv_rate[ids], group[ids]
-    single = load.shape[1] == 1
-    if single:
-        load = load[:, 0].copy()
-    now = np.zeros(ids.size)
-    while ids.size:
-        steps = _block_steps(ids.size)
-        gaps, sizes = _draw_block(rng, inv_rate, group, laws, steps)
-        alive = np.ones(ids.size, dtype=bool)
-        count = np.zeros(ids.size, dtype=np.int64)
-        for k in range(steps):
-            gap = gaps[:, k]
-            free = (gap - load) if single else (gap[:, None] - load)
-            spare = np.maximum(free, 0.0)
-            free_time = spare if single else spare.sum(axis=1)
-            done = alive & (free_time >= left)
-            if done.any():
-                if single:
-                    elapsed[ids[done]] = now[done] + load[done] + left[done]
-                else:
-                    elapsed[ids[done]] = now[done] + _time_to_free(load[done], left[done])
-                alive &= ~done
-                if not alive.any():
-                    break
-            # The arrival takes a core from the remote task if one has no local backlog.
-            count += alive & ((free if single else free[:, 0]) > 0)
-            left -= free_time
-            load = spare - free  # = max(load - gap, 0)
-            if single:
-                load += sizes[:, k]
-            else:
-                load[:, 0] += sizes[:, k]
-                load.sort(axis=1)
-            now += gap
-        count_all[ids] += count
-        ids, load, left, now = ids[alive], load[alive], left[alive], now[alive]
-        inv_rate, group = inv_rate[alive], group[alive]
-    return elapsed, count_all
-
-
-def _warm_up(horizon, width, inv_rate, group, laws, rng) -> np.ndarray:
-    """Sorted per-core backlog after running each M/G/c queue from empty for ``horizon`` s."""
-    result = np.zeros((inv_rate.size, width))
-    ids = np.flatnonzero(np.isfinite(inv_rate))
-    inv_rate, group, horizon = inv_rate[ids], group[ids], horizon[ids]
-    load = np.zeros((ids.size, width))
-    now = np.zeros(ids.size)
-    while ids.size:
-        steps = _block_steps(ids.size)
-        gaps, sizes = _draw_block(rng, inv_rate, group, laws, steps)
-        alive = np.ones(ids.size, dtype=bool)
-        for k in range(steps):
-            gap = gaps[:, k]
-            over = alive & (now + gap >= horizon)
-            if over.any():
-                rest = (horizon[over] - now[over])[:, None]
-                result[ids[over]] = np.maximum(load[over] - rest, 0.0)
-                alive &= ~over
-                if not alive.any():
-                    break
-            load = np.maximum(load - gap[:, None], 0.0)
-            load[:, 0] += sizes[:, k]
-            load.sort(axis=1)
-            now += gap
-        ids, load, now = ids[alive], load[alive], now[alive]
-        inv_rate, group, horizon = inv_rate[alive], group[alive], horizon[alive]
-    return result
