@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from scheduler import Plan, Prediction
+from scheduler.age_floor import AGE_FLOOR_FACTOR
 from scheduler.calibrated import CalibratedPrediction
 from scheduler.selection import Exclusion
 
@@ -95,6 +96,9 @@ def model_assumptions(prediction: Prediction, source: str,
         start = (start_state(prediction) + ", held as backlog under the forecast load of new "
                  "arrivals" if held else
                  "idle, the local jobs running at launch carried in the forecast measured load")
+        if prediction.mean_floor_seconds is not None:
+            start += (f"; the mean no earlier than the work plus {AGE_FLOOR_FACTOR:g} x the "
+                      f"running jobs' CPU so far ({prediction.mean_floor_seconds:,.0f} s)")
         return Assumptions(start_state=start, load_model=LOAD_MODELS["manager forecast"],
                            calibration=CONFORMAL_CALIBRATION,
                            distribution=prediction.distribution,

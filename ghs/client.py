@@ -305,6 +305,7 @@ def _rebuild_prediction(body: dict[str, Any]) -> Prediction:
         # a manager before the pooled far tail sends its three levels' factors only
         levels = given.get("calibration_levels", LEVELS[:len(given["calibration_factors"])])
         ones = [1.0] * len(levels)
+        # and the floor its one-host mean was held at (scheduler.age_floor), if any
         return calibrated_prediction(prediction, [ones if f is None else f for f in factors],
-                                     levels)
+                                     levels, body.get("mean_floor_seconds"))
     return prediction

@@ -52,13 +52,26 @@ def _numbers(field: str, values: object) -> np.ndarray:
     return array
 
 
+def _ages(ages_seconds: Sequence[float] | None, jobs: int) -> tuple[float, ...]:
+    """The jobs' ages (CPU seconds used), one per job, or () where not known."""
+    if ages_seconds is None:
+        return ()
+    ages = _numbers("ages_seconds", ages_seconds)
+    if ages.size != jobs:
+        raise InvalidArgumentError(f"expected {jobs} ages (one per job), got {ages.size}",
+                                   field="ages_seconds", value=ages.size)
+    return tuple(float(a) for a in ages)
+
+
 @dataclass(frozen=True)
 class Backlog:
     """What one host's cores hold at launch. Build with the class methods, not directly.
 
     ``kind``: idle, jobs (``job_means``/``job_variances`` in FCFS order, seconds and
-    seconds squared), discrete (``values``/``probabilities`` of each core's backlog) or
-    steady-state (``third_moment``: E[X^3] of a local demand in s^3, None = lognormal with
+    seconds squared; ``job_ages``, where known, the CPU seconds each had used at the
+    snapshot, for the one-host mean's floor: :mod:`scheduler.age_floor`), discrete
+    (``values``/``probabilities`` of each core's backlog) or steady-state
+    (``third_moment``: E[X^3] of a local demand in s^3, None = lognormal with
     the host's mean and sigma). ``source`` is what the prediction reports.
     """
 
@@ -70,6 +83,7 @@ class Backlog:
     probabilities: tuple[float, ...] = ()
     third_moment: float | None = None
     weight: float = 1.0
+    job_ages: tuple[float, ...] = ()
 
     @classmethod
     def idle(cls) -> Backlog:
@@ -83,10 +97,12 @@ class Backlog:
         return cls("jobs", "snapshot", tuple(means), tuple(np.zeros(means.size)))
 
     @classmethod
-    def from_laws(cls, laws: Sequence[object]) -> Backlog:
+    def from_laws(cls, laws: Sequence[object],
+                  ages_seconds: Sequence[float] | None = None) -> Backlog:
         """Local jobs present at launch whose remaining demands are random laws (FCFS order).
 
-        Each law has ``mean_seconds`` and ``variance_seconds2`` (see scheduler.templates).
+        Each law has ``mean_seconds`` and ``variance_seconds2`` (see scheduler.templates);
+        ``ages_seconds``, one per law, the CPU seconds each job had used (None: not known).
         """
         try:
             means = [law.mean_seconds for law in laws]  # type: ignore[attr-defined]
@@ -95,7 +111,8 @@ class Backlog:
             raise InvalidArgumentError("each law needs mean_seconds and variance_seconds2",
                                        field="laws", value=laws) from None
         return cls("jobs", "snapshot", tuple(_numbers("mean_seconds", means)),
-                   tuple(_numbers("variance_seconds2", variances)))
+                   tuple(_numbers("variance_seconds2", variances)),
+                   job_ages=_ages(ages_seconds, len(means)))
 
     @classmethod
     def discrete(cls, values_seconds: Sequence[float], probabilities: Sequence[float],
@@ -162,7 +179,9 @@ class Backlog:
             if means.size != variances.size:
                 raise InvalidArgumentError("job_means and job_variances differ in length",
                                            field="job_variances", value=variances.tolist())
-            return cls("jobs", "snapshot", tuple(means), tuple(variances))
+            ages = data.get("job_ages") or None
+            return cls("jobs", "snapshot", tuple(means), tuple(variances),
+                       job_ages=_ages(ages, means.size))  # type: ignore[arg-type]
         if kind == "discrete":
             return cls.discrete(data.get("values", ()),  # type: ignore[arg-type]
                                 data.get("probabilities", ()),  # type: ignore[arg-type]
@@ -320,6 +339,19 @@ def _discrete_moments(item: Backlog) -> tuple[float, float, float, float]:
     return low, float(probs[extra == 0].sum()), mean, max(float(probs @ extra**2) - mean**2, 0)
 
 
+def fcfs_cores(cores: int, means: Sequence[float]) -> list[int]:
+    """The core each job (FCFS order, mean remaining demands in seconds) runs on: one job per
+    core in order, each further one behind the core whose work ends first (ties: the
+    lowest core)."""
+    load = [0.0] * cores
+    chosen = []
+    for mean in means:
+        j = load.index(min(load))
+        load[j] += float(mean)
+        chosen.append(j)
+    return chosen
+
+
 def _job_groups(cores: int, means: Sequence[float], variances: Sequence[float]
                 ) -> list[tuple[float, float, float, float, float]]:
     """FCFS spread of the jobs over the cores: (cores, low, none, extra mean, extra var) per
@@ -337,9 +369,7 @@ def _job_groups(cores: int, means: Sequence[float], variances: Sequence[float]
     exact = [0.0] * cores
     random_mean = [0.0] * cores
     random_var = [0.0] * cores
-    for mean, var in zip(means, variances):
-        # a job starts on the core whose work ends first (ties: the lowest core)
-        j = load.index(min(load))
+    for j, mean, var in zip(fcfs_cores(cores, means), means, variances):
         load[j] += mean
         if var > 0:
             random_mean[j] += mean

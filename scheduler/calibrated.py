@@ -14,6 +14,7 @@ geometric grid of times shared by all hosts (``GRID_POINTS``), vectorised over h
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from typing import Any
@@ -321,6 +322,8 @@ class CalibratedPrediction(Prediction):
 
     law: CalibratedLaw | None = None
     model: dict[str, Any] | None = None
+    # the floor the mean was held at (scheduler.age_floor), seconds; None where none applied
+    mean_floor_seconds: float | None = None
 
     @property
     def criterion(self) -> float:
@@ -342,17 +345,29 @@ class CalibratedPrediction(Prediction):
             row["calibration_factors"] = dict(zip(names, map(float, factors)))
         payload["model"] = self.model
         payload["calibrated_law"] = {"mean": self.law.mean, "std": self.law.std}
+        if self.mean_floor_seconds is not None:
+            payload["mean_floor_seconds"] = self.mean_floor_seconds
         return payload
 
 
-def calibrated_prediction(prediction: Prediction, factors: Any, levels: Any = LEVELS
-                          ) -> CalibratedPrediction:
+def calibrated_prediction(prediction: Prediction, factors: Any, levels: Any = LEVELS,
+                          mean_floor_seconds: float | None = None) -> CalibratedPrediction:
     """``prediction`` with each host's quantile ``factors`` (hosts, levels) at ``levels``
     applied and the hosts' calibrated laws combined (:func:`calibrate`): calibrated
-    quantiles and cdf, the model's mean and std."""
+    quantiles and cdf, the model's mean and std. With ``mean_floor_seconds`` (a one-host
+    answer's floor from the running jobs' ages, :mod:`scheduler.age_floor`) the mean is the
+    larger of the model's and the floor; ``model`` keeps the model's."""
     law = calibrate(prediction, factors, levels)
     own = {f.name: getattr(prediction, f.name) for f in fields(Prediction)}
     model = {"mean": prediction.mean, "std": prediction.std,
              "quantiles": dict(prediction.quantiles)}
     own.update(quantiles={name: law.quantiles[name] for name in prediction.quantiles})
-    return CalibratedPrediction(**own, law=law, model=model)
+    if mean_floor_seconds is not None:
+        floor = float(mean_floor_seconds)
+        if not (math.isfinite(floor) and floor >= 0):
+            raise InvalidArgumentError(f"mean_floor_seconds must be finite and >= 0, got "
+                                       f"{mean_floor_seconds!r}", field="mean_floor_seconds",
+                                       value=mean_floor_seconds)
+        own.update(mean=max(prediction.mean, floor))
+    return CalibratedPrediction(**own, law=law, model=model,
+                                mean_floor_seconds=mean_floor_seconds)

@@ -16,11 +16,12 @@ the full backlog), ``weighted`` (the start the station's record chose:
 default (the manager's): ``forecast`` (with ``parallel``: ``uncalibrated``, the state start a
 split needs) with its quantiles corrected by adaptive conformal
 inference (:class:`scheduler.Calibrator`, one per task length, a row per station, pooled
-prior) on this station's own record (its mean is left as the model's: scaling it like the
-median made it worse on every log tried), apart for launches that found local jobs running
-and those that did not (``BY_JOBS_RUNNING``, as a manager's); on a launch that found local
-jobs running, its p90 and p95 are the upper envelope of its own and ``calibrated-held``'s
-(``ENVELOPE``).
+prior) on this station's own record (its mean is the model's, held on a launch that found
+local jobs running at least at the work plus half their ages, :mod:`scheduler.age_floor`, as
+a manager's one-host answer; scaling it like the median made it worse on every log tried),
+apart for launches that found local jobs running and those that did not
+(``BY_JOBS_RUNNING``, as a manager's); on a launch that found local jobs running, its p90
+and p95 are the upper envelope of its own and ``calibrated-held``'s (``ENVELOPE``).
 ``calibrated-state`` does the same to ``weighted`` and ``calibrated-held`` to
 ``uncalibrated`` (the running jobs held as a backlog).
 As the manager does, the calibrators learn from shadow launches every hour of each station's
@@ -84,6 +85,7 @@ from ghs.manager.calibrated_views import YOUNG_LAUNCHES
 from ghs.manager.calibration import LENGTHS_SECONDS
 from ghs.manager.envelope import envelope_of
 from scheduler import Calibrator, predict
+from scheduler.age_floor import age_floor_seconds
 from scheduler.backlog import Backlog
 from scheduler.backlog_weight import BacklogWeights, WeightSettings
 from scheduler.calibrated import reported_quantiles
@@ -338,6 +340,10 @@ class _Run(SplitLaunches):
                             reported_by[calibrated] = self._calibrate(
                                 key, k, float(w), at, realised, q, float(w))
                             means_by[calibrated] = p.mean
+                            floor = age_floor_seconds(float(w), backlog) if (
+                                calibrated == DEFAULT_PREDICTOR) else None
+                            if floor is not None:
+                                means_by[calibrated] = max(p.mean, floor)
                 if not record:
                     continue
                 for calibrated, reported in reported_by.items():

@@ -82,7 +82,7 @@ def snapshot_backlog(known: Known, host: Host) -> tuple[Backlog, dict[str, int]]
         used[choice.level] = used.get(choice.level, 0) + 1
     if not laws:
         return Backlog.idle(), used
-    return Backlog.from_laws(laws), used
+    return Backlog.from_laws(laws, [age for age, _, _ in jobs]), used
 
 
 class Forecasts:

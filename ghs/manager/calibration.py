@@ -47,6 +47,7 @@ from ghs.manager.shadow_ledger import ShadowLedger
 from ghs.manager.shadow_outcomes import ShadowOutcomes
 from ghs.manager.shadow_start import ShadowInputs, host_at, starts_of
 from scheduler import Calibrator, ForecastBank, Host
+from scheduler.age_floor import age_floor_seconds
 from scheduler.backlog import Backlog
 from scheduler.backlog_weight import BacklogWeights, WeightSettings
 from scheduler.calibrated import SERVED_LEVELS
@@ -401,8 +402,12 @@ class Calibration(CalibratedViews, ShadowOutcomes):
                     calibrator=kept))
             rows += [(LEDGER_NAMES[view][0], means[v], np.array(reported_all)),
                      (LEDGER_NAMES[view][1], means[v], model_q[v, :, :own])]
-        if busy:  # the ledger keeps what a query is served (ghs.manager.envelope)
-            rows[1] = (rows[1][0], rows[1][1], envelope_of(rows[1][2], rows[3][2]))
+        if busy:  # the ledger keeps what a query is served (ghs.manager.envelope), its
+            # mean held at the running jobs' age floor as a one-host answer's is
+            floors = [age_floor_seconds(float(length), plan.backlog, track.cores)
+                      for length in self.lengths]
+            held = np.array([m if f is None else max(m, f) for m, f in zip(rows[1][1], floors)])
+            rows[1] = (rows[1][0], held, envelope_of(rows[1][2], rows[3][2]))
         for name, mean, q in rows:
             for j, length in enumerate(self.lengths):
                 self.shadow_ledger.launch({"host_id": host_id, "launch_epoch_seconds": at,

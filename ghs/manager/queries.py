@@ -30,6 +30,7 @@ from protocol import (
     ReportRequest,
 )
 from scheduler import Backlog, Host, Prediction, predict, schedule
+from scheduler.age_floor import AGE_FLOOR_FACTOR, age_floor_seconds
 from scheduler.calibrated import calibrated_prediction
 from scheduler.calibrated_selection import SelectionCalibration
 from scheduler.eta import remaining
@@ -157,7 +158,21 @@ class QueryService:
             factors, envelopes = held_envelope(self.calibration, tracks, chosen, starts_in, at,
                                                duration, prediction, kept, factors,
                                                self.settings.distribution, scales)
-        calibrated = calibrated_prediction(prediction, factors, self.calibration.levels)
+        floor = None
+        if mode == "carried" and len(kept) == 1 and not hasattr(result, "prediction"):
+            # a fresh one-host answer: its mean no earlier than the work plus half the running
+            # jobs' ages (scheduler.age_floor; not an ETA, whose record was not measured)
+            host = chosen[kept[0]]
+            floor = age_floor_seconds(float(prediction.dedicated_seconds[0]),
+                                      starts_in[kept[0]], host.cores,
+                                      host.processes or host.cores)
+            if floor is not None:
+                described[kept[0]]["mean_floor"] = {
+                    "seconds": floor, "factor": AGE_FLOOR_FACTOR,
+                    "job_ages_seconds": list(starts_in[kept[0]].job_ages),
+                    "applied": floor > prediction.mean}
+        calibrated = calibrated_prediction(prediction, factors, self.calibration.levels,
+                                           floor)
         for i, (k, detail, envelope) in enumerate(zip(kept, applied, envelopes)):
             described[k]["calibration"] = detail if envelope is None else {
                 **detail, "envelope": envelope,

@@ -71,7 +71,7 @@ def host_backlog(host: Host, running: Mapping[str, Any] | None,
                                  age_seconds=job["cpu_seconds"])
         laws.append(choice.law)
         levels[choice.level] = levels.get(choice.level, 0) + 1
-    backlog = Backlog.from_laws(laws)
+    backlog = Backlog.from_laws(laws, [job["cpu_seconds"] for job in jobs])
     return backlog, {"source": "snapshot", "jobs": len(jobs),
                      "mean_seconds": float(sum(law.mean_seconds for law in laws)),
                      "templates": levels}

@@ -437,3 +437,30 @@ def test_calibrating_busy_and_idle_launches_apart_holds_each_ones_median(monkeyp
             total += abs(busy - 0.5) + abs(idle - 0.5)
         distance[apart] = total
     assert distance[True] < 0.35 < 0.6 < distance[False]
+
+
+def test_the_defaults_mean_is_held_at_the_running_jobs_age_floor():
+    """A job that arrives at hour 1 and needs five days of CPU: every launch from hour 48
+    finds it running with some 46 h or more of CPU used, so the default's mean is at least
+    the work plus half that (scheduler.age_floor), where the view it calibrates (forecast,
+    the same mean before the floor) says less; launches before the job, none."""
+    rows = [r for r in _rows(5, 2.0, rate_per_hour=2.0, mean_seconds=200.0)
+            if r[0] < HOUR] + [(HOUR + 1.0, 5 * 86400.0, "u9", "long")]
+    rows += [(6 * 86400.0 + 10.0 * k, 1.0, "u0", "c0") for k in range(3)]
+    body = run_backtest([Station("s", tuple(rows))], ["s.csv"], [HOUR], BacktestSettings(
+        start_seconds=48 * HOUR, every_seconds=12 * HOUR, shadow_every_seconds=12 * HOUR,
+        sensor=LIGHT))
+    by = {}
+    for record in body["launches"]:
+        by.setdefault(record["predictor"], {})[record["launch_seconds"]] = record
+    busy = {at: r for at, r in by["calibrated"].items() if at < HOUR + 5 * 86400.0 - HOUR}
+    assert len(busy) >= 5
+    for at, record in busy.items():
+        age = at - HOUR - 15 * 60.0  # a snapshot at most a quarter of an hour old
+        assert record["mean"] >= HOUR + 0.5 * age > by["forecast"][at]["mean"]
+        # and the floor is what was used: half the CPU the job had at a sample before launch
+        assert record["mean"] <= HOUR + 0.5 * (at - HOUR)
+    # once the job has ended the mean is the view's own again
+    idle = [at for at in by["calibrated"] if at > HOUR + 5 * 86400.0 + HOUR]
+    assert idle and all(by["calibrated"][at]["mean"] == by["forecast"][at]["mean"]
+                        for at in idle)

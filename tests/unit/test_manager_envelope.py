@@ -76,3 +76,30 @@ def test_the_ledger_keeps_the_envelope_the_queries_serve(fed):  # noqa: F811
         held = rows[at, length, "calibrated-state"]
         assert row["p90"] >= held["p90"] and row["p95"] >= held["p95"]
     assert busy_launches > 10
+
+
+def test_the_ledger_keeps_the_mean_a_one_host_query_is_served(fed):  # noqa: F811
+    """A shadow launch that found jobs running is written with the mean a one-host query is
+    served then: the carried view's, held at the work plus half the running jobs' ages."""
+    calibrated = fed[2]
+    inputs = ShadowInputs.load(calibrated.store, "ws1", 1,
+                               since_epoch_seconds=ZERO_EPOCH_SECONDS)
+    rows = {(row["launch_epoch_seconds"], row["length_seconds"], row["predictor"]): row
+            for row in calibrated.ledger(["ws1"])}
+    busy = held = 0
+    for (at, length, predictor), row in rows.items():
+        if predictor != "calibrated":
+            continue
+        carried = rows[at, length, "uncalibrated"]["mean"]
+        snapshot = inputs.snapshot_near(at, calibrated.snapshot_fresh_seconds)
+        day = host_at("ws1", inputs, at)
+        backlog = None if day is None else inputs.backlog_at(day, snapshot)
+        if not running_jobs(backlog):
+            assert row["mean"] == carried
+            continue
+        floor = length + 0.5 * sum(backlog.job_ages)
+        assert row["mean"] == pytest.approx(max(carried, floor))
+        busy += 1
+        held += row["mean"] > carried
+    # jobs of 5 minutes on average: the floor holds the mean on a few launches only
+    assert busy > 10 and held >= 1

@@ -193,3 +193,35 @@ def test_client_rebuilds_the_same_prediction_and_plan(running_manager):
         with pytest.raises(ManagerError):
             client.schedule(HOUR, method="optimal", hosts=["h0"], partition="equal-load",
                             dist="gamma", units=0)
+
+
+def test_a_one_host_answer_holds_its_mean_at_the_running_jobs_age_floor(tmp_path):
+    """A host whose fresh snapshot holds a job that has used 10 h of CPU: the one-host answer
+    is served a mean of at least the work plus half that (scheduler.age_floor), says so in
+    its JSON and assumptions, and the client rebuilds the same mean."""
+    store = ManagerStore(tmp_path / "m.sqlite")
+    store.upsert_host(facts("h0", seen=time.time()))
+    store.add_measurements(rows("h0", 48, rho=0.2, lam=0.004))
+    latest = 1.0e9 + 24 * HOUR
+    store.streams.add("h0", "running", [{
+        "seq": 0, "epoch_seconds": latest, "run_queue_length": 1,
+        "jobs": [{"cpu_seconds": 10 * HOUR, "wall_seconds": 11 * HOUR, "command": "sim",
+                  "user": "ann"}]}])
+    with serving(store) as (endpoint, context), Client(endpoint, context=context,
+                                                       timeout_seconds=10) as client:
+        body = client._ask(PredictRequest(request_id=1, work_seconds=HOUR, hosts=["h0"]))
+        floor = HOUR + 0.5 * 10 * HOUR
+        assert body["hosts"][0]["backlog"]["source"] == "idle"  # carried, not held
+        assert body["model"]["mean"] < floor
+        assert body["mean"] == pytest.approx(floor) == body["mean_floor_seconds"]
+        view = body["host_parameters"][0]["predictor_view"]
+        assert view["mean_floor"] == {"seconds": pytest.approx(floor), "factor": 0.5,
+                                      "job_ages_seconds": [10 * HOUR], "applied": True}
+        answer = client.predict_answer(HOUR, hosts=["h0"])
+        assert answer.prediction.mean == pytest.approx(floor)
+        assert "running jobs' CPU so far" in answer.assumptions.start_state
+        # a split holds each host's jobs as its backlog instead: no floor
+        store.upsert_host(facts("h1", seen=time.time()))
+        store.add_measurements(rows("h1", 48, rho=0.1, lam=0.002))
+        split = client._ask(PredictRequest(request_id=2, work_seconds=HOUR))
+        assert "mean_floor_seconds" not in split
