@@ -339,19 +339,6 @@ def _discrete_moments(item: Backlog) -> tuple[float, float, float, float]:
     return low, float(probs[extra == 0].sum()), mean, max(float(probs @ extra**2) - mean**2, 0)
 
 
-def fcfs_cores(cores: int, means: Sequence[float]) -> list[int]:
-    """The core each job (FCFS order, mean remaining demands in seconds) runs on: one job per
-    core in order, each further one behind the core whose work ends first (ties: the
-    lowest core)."""
-    load = [0.0] * cores
-    chosen = []
-    for mean in means:
-        j = load.index(min(load))
-        load[j] += float(mean)
-        chosen.append(j)
-    return chosen
-
-
 def _job_groups(cores: int, means: Sequence[float], variances: Sequence[float]
                 ) -> list[tuple[float, float, float, float, float]]:
     """FCFS spread of the jobs over the cores: (cores, low, none, extra mean, extra var) per
@@ -369,7 +356,9 @@ def _job_groups(cores: int, means: Sequence[float], variances: Sequence[float]
     exact = [0.0] * cores
     random_mean = [0.0] * cores
     random_var = [0.0] * cores
-    for j, mean, var in zip(fcfs_cores(cores, means), means, variances):
+    for mean, var in zip(means, variances):
+        # a job starts on the core whose work ends first (ties: the lowest core)
+        j = load.index(min(load))
         load[j] += mean
         if var > 0:
             random_mean[j] += mean

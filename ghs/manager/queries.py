@@ -162,10 +162,8 @@ class QueryService:
         if mode == "carried" and len(kept) == 1 and not hasattr(result, "prediction"):
             # a fresh one-host answer: its mean no earlier than the work plus half the running
             # jobs' ages (scheduler.age_floor; not an ETA, whose record was not measured)
-            host = chosen[kept[0]]
             floor = age_floor_seconds(float(prediction.dedicated_seconds[0]),
-                                      starts_in[kept[0]], host.cores,
-                                      host.processes or host.cores)
+                                      starts_in[kept[0]], chosen[kept[0]].cores)
             if floor is not None:
                 described[kept[0]]["mean_floor"] = {
                     "seconds": floor, "factor": AGE_FLOOR_FACTOR,

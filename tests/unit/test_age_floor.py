@@ -8,7 +8,7 @@ import pytest
 
 from scheduler import Host, predict
 from scheduler.age_floor import AGE_FLOOR_FACTOR, age_floor_seconds
-from scheduler.backlog import Backlog, fcfs_cores
+from scheduler.backlog import Backlog
 from scheduler.calibrated import SERVED_LEVELS, calibrated_prediction
 from scheduler.errors import InvalidArgumentError
 from scheduler.templates import TwoMomentDemand
@@ -24,16 +24,10 @@ def test_on_one_core_the_task_waits_behind_every_running_job():
     assert age_floor_seconds(3600.0, backlog, factor=1.0) == 3600.0 + 1500.0
 
 
-def test_on_several_cores_the_processes_take_the_least_loaded_cores():
-    # FCFS by mean remaining demand: the first two jobs on cores 0 and 1, the third behind
-    # the core whose work ends first (core 1: 100 s against 500 s)
-    means, ages = [500.0, 100.0, 50.0], [4000.0, 200.0, 600.0]
-    assert fcfs_cores(2, means) == [0, 1, 1]
-    backlog = _jobs(means, ages)
-    assert age_floor_seconds(900.0, backlog, cores=2, processes=1) == 900.0 + 0.5 * 800.0
-    assert age_floor_seconds(900.0, backlog, cores=2) == 900.0 + 0.5 * 4000.0
-    # a core without a job: one process runs there at once
-    assert age_floor_seconds(900.0, backlog, cores=4, processes=1) == 900.0
+def test_no_floor_on_several_cores_where_a_snapshot_does_not_say_which_core_a_job_is_on():
+    backlog = _jobs([500.0, 100.0], [4000.0, 200.0])
+    assert age_floor_seconds(900.0, backlog, cores=2) is None
+    assert age_floor_seconds(900.0, backlog, cores=1) == 900.0 + 0.5 * 4200.0
 
 
 def test_no_floor_without_running_jobs_of_known_age():
@@ -46,7 +40,7 @@ def test_no_floor_without_running_jobs_of_known_age():
     (lambda b: age_floor_seconds(-1.0, b), "dedicated_seconds"),
     (lambda b: age_floor_seconds(float("nan"), b), "dedicated_seconds"),
     (lambda b: age_floor_seconds(60.0, b, cores=0), "cores"),
-    (lambda b: age_floor_seconds(60.0, b, cores=2, processes=3), "processes"),
+    (lambda b: age_floor_seconds(60.0, b, cores=1.5), "cores"),
     (lambda b: age_floor_seconds(60.0, b, factor=-0.5), "factor"),
     (lambda b: age_floor_seconds(60.0, "jobs"), "backlog"),
 ])
