@@ -119,7 +119,7 @@ class QueryService:
 
     def _calibrated_view(self, chosen: Sequence[Host], backlogs: list[Backlog] | None,
                          work_seconds: float, predict_with: Callable[..., Any],
-                         scales: Sequence[float] | None = None
+                         scales: Sequence[float] | None = None, age_floor: bool = False
                          ) -> tuple[Any, list[Host], list[Backlog], list[dict[str, Any]]]:
         """Run ``predict_with(hosts, backlogs)`` on the forecast view of ``chosen`` for the
         task's own run window (two rounds: the window's load sets the run), then calibrate
@@ -128,7 +128,10 @@ class QueryService:
         the running jobs in the measured load when the task has one host, and holds them as
         each host's backlog when it is split over several (the split must see which hosts
         are busy now); the back-tests chose both. ``scales``: each host's load scaling by
-        where its processes run (``ghs.placement.load_scales``), applied to the forecast."""
+        where its processes run (``ghs.placement.load_scales``), applied to the forecast.
+        ``age_floor``: a fresh answer for one host of one core holds its mean at the work
+        plus half the running jobs' ages (:mod:`scheduler.age_floor`); not an ETA, whose
+        record was not measured with it."""
         starts_in = backlogs or [Backlog.steady_state()] * len(chosen)
         mode = self._start_mode(len(chosen))
         tracks = []
@@ -159,9 +162,7 @@ class QueryService:
                                                duration, prediction, kept, factors,
                                                self.settings.distribution, scales)
         floor = None
-        if mode == "carried" and len(kept) == 1 and not hasattr(result, "prediction"):
-            # a fresh one-host answer: its mean no earlier than the work plus half the running
-            # jobs' ages (scheduler.age_floor; not an ETA, whose record was not measured)
+        if age_floor and mode == "carried" and len(kept) == 1:
             floor = age_floor_seconds(float(prediction.dedicated_seconds[0]),
                                       starts_in[kept[0]], chosen[kept[0]].cores)
             if floor is not None:
@@ -268,7 +269,7 @@ class QueryService:
             result, used, starts, views = self._calibrated_view(
                 chosen, backlogs, work_seconds,
                 lambda hs, bs: predict(hs, work_seconds, dist, split, backlog=bs),
-                load_scales(usable, chosen))
+                load_scales(usable, chosen), age_floor=True)
             body = result.to_dict()
             body["host_parameters"] = _with_views(host_parameters(used, starts, described),
                                                   views)
@@ -367,7 +368,8 @@ class QueryService:
         if self.calibrated:
             plan, used, starts, views = self._calibrated_view(chosen, backlogs, work_seconds,
                                                               plan_for,
-                                                              load_scales(usable, chosen))
+                                                              load_scales(usable, chosen),
+                                                              age_floor=True)
         else:
             plan, used, starts = plan_for(chosen, backlogs), chosen, backlogs
         body = plan.to_dict(units)

@@ -220,6 +220,11 @@ def test_a_one_host_answer_holds_its_mean_at_the_running_jobs_age_floor(tmp_path
         answer = client.predict_answer(HOUR, hosts=["h0"])
         assert answer.prediction.mean == pytest.approx(floor)
         assert "running jobs' CPU so far" in answer.assumptions.start_state
+        # scheduling the one host serves the same mean; an ETA is not floored
+        plan = client.schedule(HOUR, hosts=["h0"])
+        assert plan.prediction.mean == pytest.approx(floor)
+        eta = client.eta({"h0": HOUR}, {"h0": 0.5})
+        assert eta.remaining.mean < floor - HOUR
         # a split holds each host's jobs as its backlog instead: no floor
         store.upsert_host(facts("h1", seen=time.time()))
         store.add_measurements(rows("h1", 48, rho=0.1, lam=0.002))
