@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 
-from scheduler.backlog import Backlog
+from scheduler.backlog import Backlog, _numbers
 from scheduler.errors import InvalidArgumentError
 
 AGE_FLOOR_FACTOR = 0.5
@@ -37,8 +37,8 @@ def age_floor_seconds(dedicated_seconds: float, backlog: Backlog, cores: int = 1
     ``cores`` cores that holds ``backlog`` at launch: ``dedicated_seconds`` plus ``factor``
     times the running jobs' ages (CPU seconds used). None where there is no floor: a host of
     several cores, or a backlog that lists no running jobs with known ages."""
-    dedicated = _finite("dedicated_seconds", dedicated_seconds)
-    factor = _finite("factor", factor)
+    dedicated, factor = (float(_numbers(name, [value])[0]) for name, value in (
+        ("dedicated_seconds", dedicated_seconds), ("factor", factor)))
     if not isinstance(backlog, Backlog):
         raise InvalidArgumentError(f"expected a Backlog, got {backlog!r}", field="backlog",
                                    value=backlog)
@@ -49,14 +49,3 @@ def age_floor_seconds(dedicated_seconds: float, backlog: Backlog, cores: int = 1
         return None
     return dedicated + factor * math.fsum(backlog.job_ages)
 
-
-def _finite(name: str, value: float) -> float:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise InvalidArgumentError(f"{name} must be a number, got {value!r}", field=name,
-                                   value=value) from None
-    if not math.isfinite(number) or number < 0:
-        raise InvalidArgumentError(f"{name} must be finite and >= 0, got {value!r}",
-                                   field=name, value=value)
-    return number
