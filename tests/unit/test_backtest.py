@@ -464,3 +464,17 @@ def test_the_defaults_mean_is_held_at_the_running_jobs_age_floor():
     idle = [at for at in by["calibrated"] if at > HOUR + 5 * 86400.0 + HOUR]
     assert idle and all(by["calibrated"][at]["mean"] == by["forecast"][at]["mean"]
                         for at in idle)
+
+
+def test_a_forecast_of_almost_no_arrivals_beside_a_busy_cpu_is_a_host_not_an_error():
+    """No job finished in the day before launch, so the mean demand comes from lam / rho; a
+    forecast lam of 1e-24/s beside rho 0.54 (NASA cut 6 ways) made a mean demand of 5e23 s,
+    which Host refuses, and the whole back-test failed. It is held at any workstation's."""
+    from ghs.backtest.views import parameters_host
+    from scheduler.hosts import MAX_DEMAND_SECONDS
+
+    host = parameters_host("s", 1e-24, 0.54, None, None)
+    assert host.mu == 1.0 / MAX_DEMAND_SECONDS and host.rho == 0.54
+    assert host.sigma == MAX_DEMAND_SECONDS
+    # an ordinary one is as before
+    assert parameters_host("s", 0.01, 0.5, None, None).mu == pytest.approx(0.02)
