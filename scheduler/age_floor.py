@@ -48,4 +48,3 @@ def age_floor_seconds(dedicated_seconds: float, backlog: Backlog, cores: int = 1
     if cores > 1 or backlog.kind != "jobs" or not backlog.job_ages:
         return None
     return dedicated + factor * math.fsum(backlog.job_ages)
-
