@@ -223,23 +223,57 @@ def _check_shares(shares: Sequence[float], count: int, work: float) -> np.ndarra
     return array
 
 
-def _predict(arrays: HostArrays, work: float, shares: np.ndarray, dist: str,
-             partition: str, task_law: bool = True) -> Prediction:
+def predict_mean(hosts: Sequence[Host], work: float, dist: str = DEFAULT_DIST,
+                 partition: str = "equal-mean", *, shares: Sequence[float] | None = None,
+                 backlog: Sequence[Backlog] | Mapping[str, Backlog] | None = None,
+                 processes_per_host: ProcessCounts = None) -> float:
+    """E[T] (seconds) of the task ``predict`` with the same arguments describes, without its
+    quantiles: for iterating a run window on the mean alone
+    (``scheduler.window_forecast.settle_duration``). When one process on one host runs the
+    whole task, T is that process's completion and its mean is the fitted law's own (exact;
+    ``predict`` integrates the same law to ``REL_TOL``); otherwise the same integral as
+    ``predict``'s mean."""
+    hosts = with_processes(check_hosts(hosts), processes_per_host)
+    work = check_work(work)
+    check_dist(dist)
+    check_partition(partition)
+    arrays = host_arrays(hosts, backlog)
+    if shares is None:
+        share_array = _partition(arrays, work, partition)
+    else:
+        share_array = _check_shares(shares, len(hosts), work)
+    host_servers = _host_servers(arrays, share_array, dist)
+    used = host_servers.mult[0] > 0
+    if used.sum() == 1 and host_servers.mult[0][used][0] == 1:
+        return float(host_servers.mean[0][used][0])
+    mean, _, _ = completion.moments(_task_servers(host_servers), REL_TOL)
+    return float(mean[0])
+
+
+def _host_servers(arrays: HostArrays, shares: np.ndarray, dist: str) -> AnyServers:
     codes = distribution_codes(dist, arrays.rho)
     backlog = arrays.backlog
     # the exact mixture over the backlog atoms while it stays cheap, else the moment fit
     mixture = backlog is not None and backlog.spread_atoms(shares > 0) <= MIXTURE_MAX_COMPONENTS
-    host_servers = build_servers(arrays, shares[None, :], codes[None, :], mixture)
-    servers: AnyServers
-    if not task_law:
-        servers = host_servers
-    elif isinstance(host_servers, MixtureServers):
+    return build_servers(arrays, shares[None, :], codes[None, :], mixture)
+
+
+def _task_servers(host_servers: AnyServers) -> AnyServers:
+    """The used servers, whose slowest finishes the task."""
+    if isinstance(host_servers, MixtureServers):
         used = host_servers.mult[0] > 0
-        servers = MixtureServers(Servers(**{name: getattr(host_servers.parts, name)[:, used]
-                                            for name in _FIELDS}),
-                                 host_servers.weight[:, used], host_servers.mult[:, used])
-    else:
-        servers = _merge_identical(host_servers)
+        return MixtureServers(Servers(**{name: getattr(host_servers.parts, name)[:, used]
+                                         for name in _FIELDS}),
+                              host_servers.weight[:, used], host_servers.mult[:, used])
+    return _merge_identical(host_servers)
+
+
+def _predict(arrays: HostArrays, work: float, shares: np.ndarray, dist: str,
+             partition: str, task_law: bool = True) -> Prediction:
+    backlog = arrays.backlog
+    host_servers = _host_servers(arrays, shares, dist)
+    mixture = isinstance(host_servers, MixtureServers)
+    servers = _task_servers(host_servers) if task_law else host_servers
     mean, std, quantiles = math.nan, math.nan, {}
     if task_law:
         moments, var, _, samples = completion.moments_and_samples(servers, REL_TOL)

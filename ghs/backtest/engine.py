@@ -84,7 +84,7 @@ from ghs.experiments.partition import NAIVE_MAX_UTILISATION
 from ghs.manager.calibrated_views import YOUNG_LAUNCHES
 from ghs.manager.calibration import LENGTHS_SECONDS
 from ghs.manager.envelope import envelope_of
-from scheduler import Calibrator, predict
+from scheduler import Calibrator, predict, predict_mean
 from scheduler.age_floor import age_floor_seconds
 from scheduler.backlog import Backlog
 from scheduler.backlog_weight import BacklogWeights, WeightSettings
@@ -289,12 +289,12 @@ class _Run(SplitLaunches):
             return
         arrivals = self.forecasts.hosts([row], [self.names[row]], [known],
                                         known.epoch_seconds, duration, arrivals_only=True)
-        means = [predict(arrivals, share, DIST, backlog=[backlog.weighted(c)]).mean
+        means = [predict_mean(arrivals, share, DIST, backlog=[backlog.weighted(c)])
                  for c in self.weights.weights]
         if self.weights.settings.carried:
             carried = self.forecasts.hosts([row], [self.names[row]], [known],
                                            known.epoch_seconds, duration)
-            means.append(predict(carried, share, DIST).mean)
+            means.append(predict_mean(carried, share, DIST))
         self.weight_pending.append((row, at + realised, realised, np.array(means)))
 
     def single(self, at: float, views: list, scored: bool = True) -> None:
@@ -361,11 +361,11 @@ class _Run(SplitLaunches):
         found: dict[str, Any] = {}
 
         def mean_for(duration: float) -> float:
-            hosts = self.forecasts.hosts(rows, names, knowns, epoch, duration,
-                                         arrivals_only=arrivals_only)
-            found["p"] = predict(hosts, work, DIST, backlog=backlogs, shares=shares)
-            found["hosts"] = hosts
-            return found["p"].mean
+            found["hosts"] = self.forecasts.hosts(rows, names, knowns, epoch, duration,
+                                                  arrivals_only=arrivals_only)
+            return predict_mean(found["hosts"], work, DIST, backlog=backlogs, shares=shares)
 
         settle_duration(mean_for, work)
-        return found["p"], found["hosts"]
+        # the whole law once, on the window the settled mean came from
+        return (predict(found["hosts"], work, DIST, backlog=backlogs, shares=shares),
+                found["hosts"])

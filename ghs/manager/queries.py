@@ -29,7 +29,7 @@ from protocol import (
     ReportReply,
     ReportRequest,
 )
-from scheduler import Backlog, Host, Prediction, predict, schedule
+from scheduler import Backlog, Host, Prediction, predict, predict_mean, schedule
 from scheduler.age_floor import AGE_FLOOR_FACTOR, age_floor_seconds
 from scheduler.calibrated import calibrated_prediction
 from scheduler.calibrated_selection import SelectionCalibration
@@ -141,8 +141,8 @@ class QueryService:
         now = self.clock()
         # each host's newest record as its catch-up check looked it up (once per host)
         at = np.array([self.calibration.latest_seen.get(h.name) or now for h in chosen])
-        duration = predict(list(chosen), work_seconds, self.settings.distribution,
-                           backlog=starts_in).mean
+        duration = predict_mean(list(chosen), work_seconds, self.settings.distribution,
+                                backlog=starts_in)
         for _ in range(2):
             hosts, starts, described = self.calibration.view_hosts(tracks, chosen, starts_in,
                                                                    at, duration, mode)

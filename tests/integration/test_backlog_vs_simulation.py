@@ -10,7 +10,7 @@ import zlib
 import numpy as np
 import pytest
 
-from scheduler import Host, partition, predict
+from scheduler import Host, partition, predict, predict_mean
 from scheduler.backlog import Backlog
 from scheduler.simulation import simulate
 from scheduler.templates import Histogram, TwoMomentDemand
@@ -46,6 +46,9 @@ def test_one_host_from_state_mean_and_p90(rho, kind, hours, start):
         sim = simulate([host], [work], runs=RUNS, rng=rng, service=[law], warm=True)
         model = predict([host], work, backlog=[Backlog.steady_state()])
     assert model.mean == pytest.approx(sim.mean, rel=0.01)
+    # the mean alone (one process: the fitted law's own, not integrated) holds as well
+    start_law = [Backlog.exact(JOBS_AT_LAUNCH) if start == "jobs" else Backlog.steady_state()]
+    assert predict_mean([host], work, backlog=start_law) == pytest.approx(sim.mean, rel=0.01)
     assert model.quantiles["p90"] == pytest.approx(sim.quantile(0.9), rel=0.03)
 
 
@@ -100,6 +103,7 @@ def test_eight_heterogeneous_hosts_from_state_mean_and_p90(form, monkeypatch):
     assert model.to_dict()["backlog_law"] == form
     sim = _simulate_mixed(hosts, model.shares, laws, jobs, rng)
     assert model.mean == pytest.approx(sim.mean(), rel=0.01)
+    assert predict_mean(hosts, work, backlog=states) == pytest.approx(sim.mean(), rel=0.01)
     assert model.quantiles["p90"] == pytest.approx(np.quantile(sim, 0.9), rel=0.03)
 
 

@@ -2,7 +2,8 @@ import numpy as np
 import pytest
 from scipy import integrate
 
-from scheduler import Host, InvalidArgumentError, partition, predict
+from scheduler import Host, InvalidArgumentError, partition, predict, predict_mean
+from scheduler.backlog import Backlog
 
 
 def host(name="ws", **changes):
@@ -88,6 +89,10 @@ def test_partitions_sum_to_the_work_and_equal_mean_equalises_means():
         (lambda: predict([host("a"), host("a")], 10.0), "hosts"),
         (lambda: predict([host()], 10.0, shares=[5.0]), "shares"),
         (lambda: predict([host("a"), host("b")], 10.0, shares=[5.0, -1.0]), "shares"),
+        (lambda: predict_mean([host()], 0.0), "work"),
+        (lambda: predict_mean([host()], 10.0, "normal"), "dist"),
+        (lambda: predict_mean([], 10.0), "hosts"),
+        (lambda: predict_mean([host("a"), host("b")], 10.0, shares=[5.0, 4.0]), "shares"),
     ],
 )
 def test_bad_arguments_name_the_field(call, field):
@@ -104,3 +109,27 @@ def test_to_dict_has_the_json_contract():
     assert set(payload["hosts"][0]) == {"name", "share", "dedicated_seconds", "mean", "std",
                                         "backlog", "processes"}
     assert sum(h["share"] for h in payload["hosts"]) == pytest.approx(3600.0)
+
+
+@pytest.mark.parametrize("start", [None, "jobs", "steady-state", "moment-fit"])
+@pytest.mark.parametrize("layout", ["one core", "one of two cores", "split", "two processes"])
+def test_the_mean_alone_is_the_whole_predictions_mean(start, layout, monkeypatch):
+    """predict_mean, which a run window is iterated on, reads the mean predict integrates:
+    the fitted law's own where one process runs the task (to predict's 1e-5), the same
+    integral elsewhere (exactly)."""
+    if start == "moment-fit":
+        monkeypatch.setattr("scheduler.prediction.MIXTURE_MAX_COMPONENTS", 0)
+    hosts = {"one core": [host("a", lam=0.004)],
+             "one of two cores": [host("a", cores=2, lam=0.008)],
+             "split": [host("a", lam=0.004), host("b", cores=2, lam=0.002)],
+             "two processes": [host("a", cores=2, lam=0.008)]}[layout]
+    processes = 1 if layout == "one of two cores" else None
+    backlog = None if start is None else [
+        Backlog.steady_state() if start == "steady-state" else Backlog.exact([900.0, 60.0])
+        for _ in hosts]
+    whole = predict(hosts, 7200.0, backlog=backlog, processes_per_host=processes)
+    mean = predict_mean(hosts, 7200.0, backlog=backlog, processes_per_host=processes)
+    if len(hosts) == 1 and (hosts[0].cores == 1 or processes == 1):
+        assert mean == pytest.approx(whole.mean, rel=1e-5) and mean > 7200.0
+    else:
+        assert mean == whole.mean
