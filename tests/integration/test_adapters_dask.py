@@ -37,9 +37,11 @@ ITEM_CPU_SECONDS = 0.1
 HOSTS = ("ws1", "ws2")
 BURNERS = 3
 
-pytestmark = pytest.mark.skipif(
+pytestmark = [pytest.mark.skipif(
     not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
-    reason="needs two cores and CPU affinity")
+    reason="needs two cores and CPU affinity"),
+    # workers pinned to cores, burners beside them, timed runs and an idle-priority worker
+    pytest.mark.exclusive]
 
 
 def burn_item(item, outdir):
@@ -108,7 +110,9 @@ def _pin(client):
 def burner(dask_cluster):
     """CPU-bound processes on ws2's core: the owners' load there. Three of them, so that
     they dominate whatever else this shared machine runs on that core."""
-    processes = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    # each ends with this process: a run killed before its teardown leaves no burner behind
+    burn = "import os, sys\nwhile os.getppid() == int(sys.argv[1]):\n    pass"
+    processes = [subprocess.Popen([sys.executable, "-c", burn, str(os.getpid())])
                  for _ in range(BURNERS)]
     for process in processes:
         _shield(process.pid, _cores()["ws2"])
