@@ -24,6 +24,14 @@ def _alone(item: pytest.Item) -> bool:
     return any(item.get_closest_marker(name) is not None for name in ("exclusive", "root"))
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # The exclusive tests first, one after another on the worker the run's head goes to: the
+    # other worker then waits for them from its first, short tests, not from minute-long ones
+    # met later (each wait is the rest of the test it is in). A stable sort keeps each
+    # module's own order, and every worker collects the same order.
+    items.sort(key=lambda item: not _alone(item))
+
+
 @pytest.fixture(scope="session")
 def _run_locks(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
                ) -> tuple[Path, Path] | None:
