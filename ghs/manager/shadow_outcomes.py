@@ -63,13 +63,21 @@ class ShadowOutcomes:
                 [track.row], missed[None], pool_missed[None])
             standing.pop((shadow.calibrator, shadow.length), None)
 
+        # (view, length) -> the pooled far tail's factors as they stand, the same way
+        tail_standing: dict[tuple[str, int], np.ndarray] = {}
+
         def tail_now(shadow: Any) -> np.ndarray:
-            factors = self.tails[shadow.view][shadow.length].factors([0])[0]
+            key = (shadow.view, shadow.length)
+            factors = tail_standing.get(key)
+            if factors is None:
+                factors = tail_standing[key] = self.tails[shadow.view][
+                    shadow.length].factors([0])[0]
             return np.maximum.accumulate(shadow.tail * factors)
 
         def score_tail(shadow: Any, missed: np.ndarray, known_now: np.ndarray) -> None:
             self.tails[shadow.view][shadow.length].record([0], missed[None], missed[None],
                                                           known_now[None])
+            tail_standing.pop((shadow.view, shadow.length), None)
 
         for shadow in track.pending:
             if shadow.launch >= now:
