@@ -171,16 +171,25 @@ def predict(hosts: Sequence[Host], work: float, dist: str = DEFAULT_DIST,
     host's share (scheduler.placement; None: each host's own ``processes``, all its cores
     unless set).
     """
+    arrays, work, share_array = _task(hosts, work, dist, partition, shares, backlog,
+                                      processes_per_host)
+    return _predict(arrays, work, share_array, dist, partition)
+
+
+def _task(hosts: Sequence[Host], work: float, dist: str, partition: str,
+          shares: Sequence[float] | None,
+          backlog: Sequence[Backlog] | Mapping[str, Backlog] | None,
+          processes_per_host: ProcessCounts) -> tuple[HostArrays, float, np.ndarray]:
+    """``predict``'s arguments checked: (host arrays with their backlog laws, the work, each
+    host's share in reference-CPU-seconds)."""
     hosts = with_processes(check_hosts(hosts), processes_per_host)
     work = check_work(work)
     check_dist(dist)
     check_partition(partition)
     arrays = host_arrays(hosts, backlog)
     if shares is None:
-        share_array = _partition(arrays, work, partition)
-    else:
-        share_array = _check_shares(shares, len(hosts), work)
-    return _predict(arrays, work, share_array, dist, partition)
+        return arrays, work, _partition(arrays, work, partition)
+    return arrays, work, _check_shares(shares, len(hosts), work)
 
 
 def predict_hosts(hosts: Sequence[Host], shares: Sequence[float], dist: str = DEFAULT_DIST, *,
@@ -233,15 +242,8 @@ def predict_mean(hosts: Sequence[Host], work: float, dist: str = DEFAULT_DIST,
     whole task, T is that process's completion and its mean is the fitted law's own (exact;
     ``predict`` integrates the same law to ``REL_TOL``); otherwise the same integral as
     ``predict``'s mean."""
-    hosts = with_processes(check_hosts(hosts), processes_per_host)
-    work = check_work(work)
-    check_dist(dist)
-    check_partition(partition)
-    arrays = host_arrays(hosts, backlog)
-    if shares is None:
-        share_array = _partition(arrays, work, partition)
-    else:
-        share_array = _check_shares(shares, len(hosts), work)
+    arrays, work, share_array = _task(hosts, work, dist, partition, shares, backlog,
+                                      processes_per_host)
     host_servers = _host_servers(arrays, share_array, dist)
     used = host_servers.mult[0] > 0
     if used.sum() == 1 and host_servers.mult[0][used][0] == 1:
