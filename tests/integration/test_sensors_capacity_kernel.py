@@ -15,6 +15,7 @@ series must lie in that bracket widened by 2% of the elapsed time.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import subprocess
@@ -36,6 +37,8 @@ pytestmark = [pytest.mark.root, pytest.mark.slow]
 DURATION_SECONDS = 30.0
 INTERVAL_SECONDS = 5.0
 MARKER = f"GHS_REMOTE_TASK_{os.getpid()}"
+# prctl(2): the signal a child gets when the thread that forked it exits
+_PR_SET_PDEATHSIG = 1
 
 
 def kernel_idle_seconds() -> float:
@@ -48,6 +51,17 @@ def kernel_idle_seconds() -> float:
 def spinner_cpu_seconds(pid: int) -> float:
     with open(f"/proc/{pid}/schedstat", encoding="ascii") as handle:
         return int(handle.read().split()[0]) / 1e9
+
+
+def _idle_child_of(parent: int) -> None:
+    """In the spinner's child before exec: SCHED_IDLE, and killed by the kernel when this
+    test's process dies. A killed run (a timeout, ^C) otherwise left the spinner burning a
+    core for good; a getppid() loop in the spinner would move its CPU time from user to
+    system, which the test counts as the remote task's."""
+    os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:  # the test died before prctl took hold
+        os._exit(1)
 
 
 def truth(pid: int) -> float:
@@ -74,10 +88,11 @@ def test_capacity_equals_kernel_idle_plus_the_remote_spinner():
     uid = unused_uid()
     core = max(os.sched_getaffinity(0))
     owner, read_fd = start_generator(uid, core, DURATION_SECONDS + 10.0)
+    parent = os.getpid()
     spinner = subprocess.Popen(
         [sys.executable, "-c", "while True: pass"],
         env={**os.environ, MARKER: "1"},
-        preexec_fn=lambda: os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0)))
+        preexec_fn=lambda: _idle_child_of(parent))
     try:
         time.sleep(1.0)
         clock = SystemClock()
