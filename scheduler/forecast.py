@@ -311,8 +311,10 @@ class ForecastBank(RowState):
             # the tables kept since each row's last bin give every target at or past it
             day = self.day_now[idx]
             back = boundary[:, None] - 1 - targets
-            hod = np.take_along_axis(self.hour_of_day_now[idx], back % per_day, axis=1)
-            how = np.take_along_axis(self.hour_of_week_now[idx], back % (7 * per_day), axis=1)
+            # gathered in place: copying each row's week table first moved 168 values a row
+            # to read a few (half the cost of a 1,024-host forecast)
+            hod = self.hour_of_day_now[idx[:, None], back % per_day]
+            how = self.hour_of_week_now[idx[:, None], back % (7 * per_day)]
         else:
             # the rows' bins are read where needed, never the whole ring copied
             span = s.profile_days * per_day
