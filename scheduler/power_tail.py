@@ -68,10 +68,17 @@ def _power_tail(mapped: np.ndarray, times: np.ndarray, reported: np.ndarray,
     share is finished from the start. In place; returns ``mapped``."""
     nominal = np.asarray(levels, dtype=float)
     x = np.broadcast_to(times, mapped.shape)
+    log_x = None
     for a in np.flatnonzero(nominal[:-1] >= TAIL_FROM):
         r_a, r_b, rising, beta = _segment(reported, nominal, int(a), working)
         if not rising.any():
             continue
+        if log_x is None:
+            # (x / r_a)^beta as exp(beta (log x - log r_a)): the log of the times once (of
+            # a shared grid's few hundred points, not of every host's), none of the ratios
+            with np.errstate(divide="ignore"):
+                log_x = np.broadcast_to(np.log(times), mapped.shape)
+        log_r_a = np.log(np.where(rising, r_a, 1.0))
         # past the last reported quantile the same power law goes on where it is the later
         # finish: a split of n shares reads each near 0.95^(1/n), past the pooled p99.6
         # from 11 hosts up, where the model's thin tail put nothing
@@ -84,7 +91,8 @@ def _power_tail(mapped: np.ndarray, times: np.ndarray, reported: np.ndarray,
             # a few points in many (a served law's grid, past a p95): gathered
             rows, cols = np.nonzero(drawn)
             at = x[rows, cols]
-            law = 1.0 - (1.0 - nominal[a]) * np.exp(beta[rows] * np.log(at / r_a[rows]))
+            law = 1.0 - (1.0 - nominal[a]) * np.exp(beta[rows] * (log_x[rows, cols]
+                                                                  - log_r_a[rows]))
             if last:
                 law = np.where(at <= r_b[rows], law, np.minimum(mapped[rows, cols], law))
             mapped[rows, cols] = law
@@ -93,9 +101,8 @@ def _power_tail(mapped: np.ndarray, times: np.ndarray, reported: np.ndarray,
             # past a member's p95: the same arithmetic over every point, in place, kept
             # where drawn (gathering them cost twice as much); the power is capped at 1
             # below r_a, where it is not kept, so that it cannot overflow
-            law = x / np.where(rising, r_a, 1.0)[:, None]
-            with np.errstate(divide="ignore", invalid="ignore"):
-                np.log(law, out=law)
+            with np.errstate(invalid="ignore"):
+                law = log_x - log_r_a[:, None]
             law *= beta[:, None]
             np.exp(np.minimum(law, 0.0, out=law), out=law)
             law *= 1.0 - nominal[a]
