@@ -55,7 +55,7 @@ def spinner_cpu_seconds(pid: int) -> float:
 
 def _idle_child_of(parent: int) -> None:
     """In the spinner's child before exec: SCHED_IDLE, and killed by the kernel when this
-    test's process dies. A killed run (a timeout, ^C) otherwise left the spinner burning a
+    test's process dies. A run killed outright (SIGKILL, a crashed worker) left it burning a
     core for good; a getppid() loop in the spinner would move its CPU time from user to
     system, which the test counts as the remote task's."""
     os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
