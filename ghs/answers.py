@@ -94,11 +94,14 @@ def model_assumptions(prediction: Prediction, source: str,
     if isinstance(prediction, CalibratedPrediction):
         held = any(row["mean_seconds"] > 0 for row in prediction.backlog())
         start = (start_state(prediction) + ", held as backlog under the forecast load of new "
-                 "arrivals" if held else
+                 "arrivals (at most the host's long-run utilisation)" if held else
                  "idle, the local jobs running at launch carried in the forecast measured load")
         if prediction.mean_floor_seconds is not None:
             start += (f"; the mean no earlier than the work plus {AGE_FLOOR_FACTOR:g} x the "
                       f"running jobs' CPU so far ({prediction.mean_floor_seconds:,.0f} s)")
+        if prediction.record_mean_seconds is not None:
+            start += ("; that mean combined (geometric mean) with the mean of the start the "
+                      f"host's record chose ({prediction.record_mean_seconds:,.0f} s)")
         return Assumptions(start_state=start, load_model=LOAD_MODELS["manager forecast"],
                            calibration=CONFORMAL_CALIBRATION,
                            distribution=prediction.distribution,

@@ -14,13 +14,13 @@ geometric grid of times shared by all hosts (``GRID_POINTS``), vectorised over h
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
 
+from scheduler.busy_mean import busy_mean_seconds
 from scheduler.conformal import LEVELS, TAIL_LEVELS, level_name
 from scheduler.errors import InvalidArgumentError
 from scheduler.host_cdf import hosts_cdf, many_hosts_cdf
@@ -324,6 +324,9 @@ class CalibratedPrediction(Prediction):
     model: dict[str, Any] | None = None
     # the floor the mean was held at (scheduler.age_floor), seconds; None where none applied
     mean_floor_seconds: float | None = None
+    # the mean of the start the host's record chose, combined with the model's (seconds,
+    # scheduler.busy_mean); None where not combined
+    record_mean_seconds: float | None = None
 
     @property
     def criterion(self) -> float:
@@ -347,27 +350,29 @@ class CalibratedPrediction(Prediction):
         payload["calibrated_law"] = {"mean": self.law.mean, "std": self.law.std}
         if self.mean_floor_seconds is not None:
             payload["mean_floor_seconds"] = self.mean_floor_seconds
+        if self.record_mean_seconds is not None:
+            payload["record_mean_seconds"] = self.record_mean_seconds
         return payload
 
 
 def calibrated_prediction(prediction: Prediction, factors: Any, levels: Any = LEVELS,
-                          mean_floor_seconds: float | None = None) -> CalibratedPrediction:
+                          mean_floor_seconds: float | None = None,
+                          record_mean_seconds: float | None = None) -> CalibratedPrediction:
     """``prediction`` with each host's quantile ``factors`` (hosts, levels) at ``levels``
     applied and the hosts' calibrated laws combined (:func:`calibrate`): calibrated
-    quantiles and cdf, the model's mean and std. With ``mean_floor_seconds`` (a one-host
-    answer's floor from the running jobs' ages, :mod:`scheduler.age_floor`) the mean is the
-    larger of the model's and the floor; ``model`` keeps the model's."""
+    quantiles and cdf, the model's mean and std. A one-host answer with jobs running at
+    launch serves the mean of :func:`scheduler.busy_mean.busy_mean_seconds`: the model's, at
+    least ``mean_floor_seconds`` (the running jobs' age floor, :mod:`scheduler.age_floor`),
+    combined with ``record_mean_seconds`` (the mean of the start the host's record chose);
+    ``model`` keeps the model's."""
     law = calibrate(prediction, factors, levels)
     own = {f.name: getattr(prediction, f.name) for f in fields(Prediction)}
     model = {"mean": prediction.mean, "std": prediction.std,
              "quantiles": dict(prediction.quantiles)}
     own.update(quantiles={name: law.quantiles[name] for name in prediction.quantiles})
-    if mean_floor_seconds is not None:
-        floor = float(mean_floor_seconds)
-        if not (math.isfinite(floor) and floor >= 0):
-            raise InvalidArgumentError(f"mean_floor_seconds must be finite and >= 0, got "
-                                       f"{mean_floor_seconds!r}", field="mean_floor_seconds",
-                                       value=mean_floor_seconds)
-        own.update(mean=max(prediction.mean, floor))
+    if mean_floor_seconds is not None or record_mean_seconds is not None:
+        own.update(mean=busy_mean_seconds(prediction.mean, record_mean_seconds,
+                                          mean_floor_seconds))
     return CalibratedPrediction(**own, law=law, model=model,
-                                mean_floor_seconds=mean_floor_seconds)
+                                mean_floor_seconds=mean_floor_seconds,
+                                record_mean_seconds=record_mean_seconds)

@@ -34,6 +34,9 @@ included): a forecaster that extrapolates one saturated hour over a whole day (`
 ``tendency``) otherwise predicts a load the host has never sustained, and the completion time
 w / (1 - rho) of such a window is off by tens of times. A host whose load really rises for
 longer widens its own range within one window length.
+Every answer also gives each row's ``long_run`` level, the mean of its bins over the profile
+span (up to ``profile_days`` days, to its latest bin): what the host has sustained, which a
+caller may hold a long window's forecast to (``ghs.manager.shadow_start.starts_of`` says when).
 Every forecast uses only bins completed before the moment it is made.
 """
 
@@ -64,7 +67,7 @@ _STATE_FIELDS = ("next_bin", "ring", "last_value", "max_value", "level", "level_
                  "window_high")
 # what the day-average and profile forecasters read, as of each row's next bin: derived from
 # the ring when it changes (not saved; rebuilt by from_state)
-_PROFILE_FIELDS = ("day_now", "hour_of_day_now", "hour_of_week_now")
+_PROFILE_FIELDS = ("day_now", "hour_of_day_now", "hour_of_week_now", "span_now")
 
 
 class ForecastBank(RowState):
@@ -98,6 +101,7 @@ class ForecastBank(RowState):
         self.day_now = nan.copy()
         self.hour_of_day_now = np.full((n, per_day), np.nan)
         self.hour_of_week_now = np.full((n, 7 * per_day), np.nan)
+        self.span_now = nan.copy()
 
     @classmethod
     def from_state(cls, state: dict[str, Any]) -> ForecastBank:
@@ -239,7 +243,8 @@ class ForecastBank(RowState):
         return WindowForecast(value=values[rows, chosen],
                               forecaster=tuple(map(FORECASTERS.__getitem__, chosen.tolist())),
                               recent_error=errors[rows, chosen], values=values, errors=errors,
-                              window_bins=WINDOW_CLASSES_BINS[first_class])
+                              window_bins=WINDOW_CLASSES_BINS[first_class],
+                              long_run=self.span_now[idx])
 
     def recent_errors(self, host_indices: Any) -> np.ndarray:
         """(hosts, classes, forecasters) recent mean absolute errors (NaN: never scored)."""
@@ -335,9 +340,9 @@ class ForecastBank(RowState):
 
     def _refresh_profiles(self, idx: np.ndarray) -> None:
         per_day = self.settings.bins_per_day
-        self.day_now[idx], self.hour_of_day_now[idx], self.hour_of_week_now[idx] = \
-            profile_tables(self.ring, idx, self.next_bin[idx], per_day,
-                           self.settings.profile_days * per_day)
+        (self.day_now[idx], self.hour_of_day_now[idx], self.hour_of_week_now[idx],
+         self.span_now[idx]) = profile_tables(self.ring, idx, self.next_bin[idx], per_day,
+                                              self.settings.profile_days * per_day)
 
     def _score(self, idx: np.ndarray, pushed: np.ndarray) -> None:
         h = self.settings.history_bins

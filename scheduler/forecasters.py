@@ -58,7 +58,8 @@ class WindowForecast:
     """The NWS answer per host: ``value`` (units of the series), the chosen forecaster's name
     and its recent mean absolute error; ``values`` and ``errors`` give every forecaster's
     (columns in ``FORECASTERS`` order; error NaN until scored); ``window_bins`` the length class
-    whose scores were used."""
+    whose scores were used; ``long_run`` each host's mean over the profile span (units of the
+    series; NaN before any bin), the level it has sustained."""
 
     value: np.ndarray
     forecaster: tuple[str, ...]
@@ -66,6 +67,7 @@ class WindowForecast:
     values: np.ndarray
     errors: np.ndarray
     window_bins: int
+    long_run: np.ndarray
 
     def to_dict(self, row: int) -> dict[str, Any]:
         """One host's answer, JSON-ready (None for unknown numbers)."""
@@ -73,6 +75,7 @@ class WindowForecast:
             return float(x) if math.isfinite(x) else None
         return {"value": num(self.value[row]), "forecaster": self.forecaster[row],
                 "recent_error": num(self.recent_error[row]), "window_bins": self.window_bins,
+                "long_run": num(self.long_run[row]),
                 "forecasters": {name: {"value": num(self.values[row, f]),
                                        "recent_error": num(self.errors[row, f])}
                                 for f, name in enumerate(FORECASTERS)}}

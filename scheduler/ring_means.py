@@ -72,10 +72,11 @@ def _cells(targets: np.ndarray, back: np.ndarray, h: int, idx: np.ndarray) -> np
 
 
 def profile_tables(ring: np.ndarray, idx: np.ndarray, boundary: np.ndarray, per_day: int,
-                   span: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                   span: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """What the day-average and profile forecasters read for any bin from each row's
-    ``boundary`` on: the day mean (rows,), and the hour-of-day (rows, per_day) and
-    hour-of-week (rows, 7 per_day) means; column m holds the phase of bin boundary - 1 - m.
+    ``boundary`` on: the day mean (rows,), the hour-of-day (rows, per_day) and
+    hour-of-week (rows, 7 per_day) means (column m holds the phase of bin boundary - 1 - m),
+    and the mean of the ``span`` bins (rows,).
 
     A profile of a target at or past the boundary averages the bins of its phase within
     ``span`` bins before the boundary, the same bins whatever its distance. Those ``span``
@@ -93,6 +94,9 @@ def profile_tables(ring: np.ndarray, idx: np.ndarray, boundary: np.ndarray, per_
     values = np.take(ring, cells)
     ok = np.isfinite(values)
     ok &= (back <= span)[None, :]
+    count = np.count_nonzero(ok, axis=1)
+    span_mean = np.divide(np.where(ok, values, 0.0).sum(axis=1), count,
+                          out=np.full(count.shape, np.nan), where=count > 0)
     tables = []
     for period in (per_day, week):
         shape = (idx.size, periods * week // period, period)
@@ -101,7 +105,7 @@ def profile_tables(ring: np.ndarray, idx: np.ndarray, boundary: np.ndarray, per_
         total = np.where(seen, values.reshape(shape), 0.0).sum(axis=1)
         tables.append(np.divide(total, count, out=np.full(count.shape, np.nan),
                                 where=count > 0))
-    return day, tables[0], tables[1]
+    return day, tables[0], tables[1], span_mean
 
 
 def window_range(ring: np.ndarray, idx: np.ndarray, pushed: np.ndarray,

@@ -69,6 +69,7 @@ from ghs.backtest.scoring import (
     LEVELS,
     MODEL_VIEWS,
     RECOMBINED,
+    RECORD_VIEW,
     summarise,
 )
 from ghs.backtest.settings import BacktestSettings, check_span, validate
@@ -88,6 +89,7 @@ from scheduler import Calibrator, predict, predict_mean
 from scheduler.age_floor import age_floor_seconds
 from scheduler.backlog import Backlog
 from scheduler.backlog_weight import BacklogWeights, WeightSettings
+from scheduler.busy_mean import busy_mean_seconds
 from scheduler.calibrated import reported_quantiles
 from scheduler.calibrated_selection import length_factors
 from scheduler.conformal import ConformalSettings, pooled_calibrator
@@ -316,7 +318,7 @@ class _Run(SplitLaunches):
                 if record:
                     self._record("naive", at, float(w), shares, realised, w / (1.0 - rho),
                                  None)
-                reported_by, means_by = {}, {}
+                reported_by, means_by, view_means = {}, {}, {}
                 for name, (window, start) in names.items():
                     begin, arrivals = self._start(start, k, backlog)
                     if window == "day":
@@ -340,12 +342,14 @@ class _Run(SplitLaunches):
                             reported_by[calibrated] = self._calibrate(
                                 key, k, float(w), at, realised, q, float(w))
                             means_by[calibrated] = p.mean
-                            floor = age_floor_seconds(float(w), backlog) if (
-                                calibrated == DEFAULT_PREDICTOR) else None
-                            if floor is not None:
-                                means_by[calibrated] = max(p.mean, floor)
+                    view_means[name] = p.mean
                 if not record:
                     continue
+                floor = age_floor_seconds(float(w), backlog)
+                if floor is not None:
+                    # a one-host answer's mean with jobs running (scheduler.busy_mean)
+                    means_by[DEFAULT_PREDICTOR] = busy_mean_seconds(
+                        means_by[DEFAULT_PREDICTOR], view_means[RECORD_VIEW], floor)
                 for calibrated, reported in reported_by.items():
                     other = ENVELOPE.get(calibrated)
                     if other is not None and backlog.job_means:

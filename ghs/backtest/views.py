@@ -22,6 +22,7 @@ import numpy as np
 
 from ghs.backtest.world import Known
 from ghs.experiments.launches import RHO_CAP, host_from_estimate
+from ghs.manager.shadow_start import arrivals_load
 from scheduler import Host
 from scheduler.backlog import Backlog
 from scheduler.forecast import ForecastBank
@@ -120,17 +121,21 @@ class Forecasts:
         """The forecast view of ``stations`` for a run of ``duration_seconds`` from launch.
 
         ``arrivals_only`` (one flag, or one per station): the load is the forecast arrival
-        rate times the pooled mean demand, leaving out the running jobs' carried load (for a
-        start that holds them as backlog); otherwise the forecast measured utilisation."""
+        rate times the pooled mean demand, at most the station's long-run utilisation,
+        leaving out the running jobs' carried load (for a start that holds them as backlog);
+        otherwise the forecast measured utilisation."""
         flags = arrivals_only if isinstance(arrivals_only, list) else [arrivals_only] * len(
             stations)
         rows = np.array([[2 * k, 2 * k + 1] for k in stations]).reshape(-1)
-        values = self.bank.forecast(rows, launch_epoch, duration_seconds).value.reshape(-1, 2)
+        found = self.bank.forecast(rows, launch_epoch, duration_seconds)
+        values, long_run = found.value.reshape(-1, 2), found.long_run.reshape(-1, 2)[:, 1]
         hosts = []
-        for (lam, rho), name, known, arrivals in zip(values, names, knowns, flags):
+        for (lam, rho), held_to, name, known, arrivals in zip(values, long_run, names, knowns,
+                                                              flags):
             mu, sigma = pooled_demand(known)
             if arrivals and mu is not None:
-                rho = lam / mu
+                # as a manager's state view (ghs.manager.shadow_start.starts_of)
+                lam, rho = arrivals_load(float(lam), mu, float(held_to))
             hosts.append(parameters_host(name, float(lam), float(rho), mu, sigma))
         return hosts
 

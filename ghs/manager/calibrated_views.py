@@ -87,6 +87,7 @@ class CalibratedViews:
                  days: Sequence[Host], backlogs: Sequence[Backlog], mode: str
                  ) -> tuple[list[Host], list[Backlog], list[dict[str, Any]]]:
         values = found.value.reshape(-1, 2)
+        long_run = found.long_run.reshape(-1, 2)[:, 1]
         hosts, starts, described = [], [], []
         for k, (day, backlog) in enumerate(zip(days, backlogs)):
             busy = backlog.kind == "jobs" and bool(backlog.job_means)
@@ -97,7 +98,8 @@ class CalibratedViews:
             else:
                 choice = {"start": "state"}
             carried = choice["start"] == "carried" or backlog.kind == "idle"
-            hosts.append(starts_of(day, values[k], arrivals_only=not carried))
+            hosts.append(starts_of(day, values[k], arrivals_only=not carried,
+                                   long_run_rho=float(long_run[k])))
             if choice["start"] == "carried":
                 starts.append(Backlog.idle())
             else:
@@ -106,7 +108,11 @@ class CalibratedViews:
                 "start": choice, "scored_launches": int(self.weights.scored[tracks[k].row]),
                 "forecast": {"lam_per_second": _forecaster(found, 2 * k),
                              "rho": _forecaster(found, 2 * k + 1),
-                             "load": "arrivals" if not carried else "measured"}})
+                             "load": "arrivals" if not carried else "measured",
+                             "long_run_rho": _number(long_run[k]),
+                             # the arrivals' rate lowered to the long-run utilisation's
+                             "held_to_long_run": bool(not carried
+                                                      and hosts[-1].lam < values[k, 0])}})
         return hosts, starts, described
 
     def factors(self, tracks: Sequence[Any], dedicated_seconds: Sequence[float],

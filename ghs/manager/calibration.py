@@ -45,11 +45,12 @@ from ghs.manager.shadow_laws import (
 )
 from ghs.manager.shadow_ledger import ShadowLedger
 from ghs.manager.shadow_outcomes import ShadowOutcomes
-from ghs.manager.shadow_start import ShadowInputs, host_at, starts_of
+from ghs.manager.shadow_start import ShadowInputs, host_at
 from scheduler import Calibrator, ForecastBank, Host
 from scheduler.age_floor import age_floor_seconds
 from scheduler.backlog import Backlog
 from scheduler.backlog_weight import BacklogWeights, WeightSettings
+from scheduler.busy_mean import busy_mean_seconds
 from scheduler.calibrated import SERVED_LEVELS
 from scheduler.conformal import TAIL_LEVELS, ConformalSettings, pooled_calibrator
 from scheduler.host_moments import prime_host_moments
@@ -153,7 +154,9 @@ class Calibration(CalibratedViews, ShadowOutcomes):
         self.max_catch_up_hours = max_catch_up_hours
         self.history_days = history_days
         self.bank = ForecastBank(0)
-        self.weights = BacklogWeights(0, WeightSettings(by_record=start_by_record))
+        # the start the record chooses is scored whatever the views: a one-host answer with
+        # jobs running combines its mean with the carried one (scheduler.busy_mean)
+        self.weights = BacklogWeights(0, WeightSettings(by_record=True))
         # each way of starting a host is scored and calibrated on its own
         self.views = VIEWS + (("record",) if start_by_record else ())
         young = ConformalSettings(young_launches=YOUNG_LAUNCHES)
@@ -226,8 +229,8 @@ class Calibration(CalibratedViews, ShadowOutcomes):
         ledger, with the model integrals of many hosts' launches worked out together (the
         scores still move each calibrator host after host, as the launches were reported).
         Returns how many launches were made."""
-        if self.weights.settings.by_record:
-            # the record's start choice moves with every score: host by host
+        if "record" in self.views:
+            # the record view's start moves with every score: host by host
             return sum(self.advance(h, c, max_hours=max_hours) for h, c in hosts)
         made, items = 0, list(hosts)
         while items:
@@ -363,11 +366,18 @@ class Calibration(CalibratedViews, ShadowOutcomes):
         windows = self._windows(tracks, ats, np.array([r[7] for r in ready]))
         seen = [self._view_of(*window, tracks, days, backlogs, view)[:2]
                 for view in self.views for window in windows]
+        lengths = len(windows)
+        carried = seen[:lengths]
+        held = seen[self.views.index("state") * lengths:][:lengths]
         for h, (k, _, at, day, backlog, works, paper, paper_means) in enumerate(ready):
             laws = HostLaws.predict([hosts[h] for hosts, _ in seen],
                                     np.tile(works, len(self.views)),
                                     [starts[h] for _, starts in seen])
-            plans[k] = LaunchPlan(at, day, backlog, works, paper_means, paper, laws)
+            candidates = self._candidate_means(
+                [hosts[h] for hosts, _ in held], [hosts[h] for hosts, _ in carried], backlog,
+                works) if running_jobs(backlog) else None
+            plans[k] = LaunchPlan(at, day, backlog, works, paper_means, paper, laws,
+                                  candidates)
         return plans
 
     def _record(self, host_id: str, track: _Track, plan: LaunchPlan | None) -> int:
@@ -379,11 +389,8 @@ class Calibration(CalibratedViews, ShadowOutcomes):
         means, model_q = plan.laws.means_and_quantiles()
         means, model_q = means.reshape(len(self.views), n), model_q.reshape(len(self.views), n,
                                                                             -1)
-        candidates = None
+        candidates = plan.candidates
         busy = running_jobs(plan.backlog)
-        if self.weights.settings.by_record and busy:
-            candidates = self._candidate_means(track, plan.day, plan.backlog, at, plan.works,
-                                               means[0])
         rows = [("paper", plan.paper_means, plan.paper_quantiles)]
         own = len(LEVELS)
         for v, view in enumerate(self.views):
@@ -403,11 +410,11 @@ class Calibration(CalibratedViews, ShadowOutcomes):
             rows += [(LEDGER_NAMES[view][0], means[v], np.array(reported_all)),
                      (LEDGER_NAMES[view][1], means[v], model_q[v, :, :own])]
         if busy:  # the ledger keeps what a query is served (ghs.manager.envelope), its
-            # mean held at the running jobs' age floor as a one-host answer's is
-            floors = [age_floor_seconds(float(length), plan.backlog, track.cores)
-                      for length in self.lengths]
-            held = np.array([m if f is None else max(m, f) for m, f in zip(rows[1][1], floors)])
-            rows[1] = (rows[1][0], held, envelope_of(rows[1][2], rows[3][2]))
+            # mean as a one-host answer's (scheduler.busy_mean)
+            served = [self._busy_mean(track, float(length), plan.backlog, float(mean),
+                                      None if candidates is None else candidates[j])
+                      for j, (length, mean) in enumerate(zip(self.lengths, rows[1][1]))]
+            rows[1] = (rows[1][0], np.array(served), envelope_of(rows[1][2], rows[3][2]))
         for name, mean, q in rows:
             for j, length in enumerate(self.lengths):
                 self.shadow_ledger.launch({"host_id": host_id, "launch_epoch_seconds": at,
@@ -417,25 +424,35 @@ class Calibration(CalibratedViews, ShadowOutcomes):
                                            "realised_seconds": None})
         return n
 
-    def _candidate_means(self, track: _Track, day: Host, backlog: Backlog, at: float,
-                         works: np.ndarray, durations: np.ndarray) -> np.ndarray:
-        """(lengths, candidates) means of every start candidate (one prediction for all)."""
-        rows = [2 * track.row, 2 * track.row + 1]
+    def _candidate_means(self, held: Sequence[Host], carried: Sequence[Host],
+                         backlog: Backlog, works: np.ndarray) -> np.ndarray:
+        """(lengths, candidates) means of every start candidate (one prediction for all),
+        each length on its run window's view: the state view's host (new arrivals' load)
+        for the backlog at each weight, the carried view's idle."""
         hosts, starts, shares = [], [], []
-        found = self.bank.forecast_windows(rows, at, [max(float(d), 1.0) for d in durations])
-        for work, window in zip(works, found):
-            values = window.value
-            arrivals = starts_of(day, values, arrivals_only=True)
+        for work, arrivals, measured in zip(works, held, carried):
             for weight in self.weights.weights:
                 hosts.append(arrivals)
                 starts.append(backlog.weighted(float(weight)))
                 shares.append(work)
             if self.weights.settings.carried:
-                hosts.append(starts_of(day, values, arrivals_only=False))
+                hosts.append(measured)
                 starts.append(Backlog.idle())
                 shares.append(work)
         p = predict_hosts(copies_of(hosts), shares, DIST, backlog=starts)
         return p.host_moments()[0].reshape(len(works), -1)
+
+    def _busy_mean(self, track: _Track, length: float, backlog: Backlog, carried: float,
+                   candidates: np.ndarray | None) -> float:
+        """A one-host answer's mean at a launch with jobs running, on a host of one core:
+        the carried view's, at its age floor, combined with the mean of the start the host's
+        record chooses now (``candidates``: each start candidate's mean)."""
+        floor = age_floor_seconds(length, backlog, track.cores)
+        if floor is None:  # several cores, or no running job's age known: as a query
+            return carried
+        record = None if candidates is None else float(
+            candidates[int(self.weights.choose([track.row])[0])])
+        return busy_mean_seconds(carried, record, floor)
 
     # -- the ledger --------------------------------------------------------------------------
 

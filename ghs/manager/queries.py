@@ -161,17 +161,27 @@ class QueryService:
             factors, envelopes = held_envelope(self.calibration, tracks, chosen, starts_in, at,
                                                duration, prediction, kept, factors,
                                                self.settings.distribution, scales)
-        floor = None
+        floor = record = None
         if age_floor and mode == "carried" and len(kept) == 1:
+            one = kept[0]
             floor = age_floor_seconds(float(prediction.dedicated_seconds[0]),
-                                      starts_in[kept[0]], chosen[kept[0]].cores)
+                                      starts_in[one], chosen[one].cores)
             if floor is not None:
-                described[kept[0]]["mean_floor"] = {
+                described[one]["mean_floor"] = {
                     "seconds": floor, "factor": AGE_FLOOR_FACTOR,
-                    "job_ages_seconds": list(starts_in[kept[0]].job_ages),
+                    "job_ages_seconds": list(starts_in[one].job_ages),
                     "applied": floor > prediction.mean}
+                # one core with jobs running: the mean combined with the record's start's
+                # (scheduler.busy_mean), that start seen over the same window
+                held, starts, seen = self.calibration.view_hosts(
+                    [tracks[one]], [chosen[one]], [starts_in[one]], at[one:one + 1], duration,
+                    "record")
+                record = predict_mean(scaled(held, None if scales is None else [scales[one]]),
+                                      work_seconds,
+                                      self.settings.distribution, backlog=starts)
+                described[one]["record_start"] = {**seen[0], "mean_seconds": record}
         calibrated = calibrated_prediction(prediction, factors, self.calibration.levels,
-                                           floor)
+                                           floor, record)
         for i, (k, detail, envelope) in enumerate(zip(kept, applied, envelopes)):
             described[k]["calibration"] = detail if envelope is None else {
                 **detail, "envelope": envelope,

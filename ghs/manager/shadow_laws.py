@@ -93,6 +93,9 @@ class LaunchPlan:
     paper_means: np.ndarray
     paper: Prediction
     laws: HostLaws
+    # (lengths, candidates) means of the start candidates (scheduler.backlog_weight) at a
+    # launch that found jobs running; None otherwise
+    candidates: np.ndarray | None = None
     _paper_quantiles: list[np.ndarray] = field(default_factory=list, repr=False)
 
     @property

@@ -206,14 +206,39 @@ def host_at(host_id: str, inputs: ShadowInputs, at: float) -> Host | None:
         return None  # out of any workstation's range: no launch, as with no estimate
 
 
-def starts_of(day: Host, forecast: Any, *, arrivals_only: bool) -> Host:
+def starts_of(day: Host, forecast: Any, *, arrivals_only: bool,
+              long_run_rho: float = math.nan) -> Host:
     """``day`` with the forecast (lam 1/s, rho) of the run window. ``arrivals_only``: the load
     is the forecast arrival rate times the mean demand (the running jobs are held as the
-    backlog); otherwise the forecast measured utilisation, which carries them."""
+    backlog), at most ``long_run_rho`` (:func:`arrivals_load`); otherwise the forecast
+    measured utilisation, which carries them."""
     lam, rho = float(forecast[0]), float(forecast[1])
     if not (math.isfinite(lam) and math.isfinite(rho)) or lam > MAX_RATE_PER_SECOND:
         return day
     if arrivals_only:
-        rho = lam / (day.cores * day.mu)
+        lam, rho = arrivals_load(lam, day.cores * day.mu, long_run_rho)
     # the host's other fields (speed, cores, processes) stay as they are
     return replace(day, lam=max(lam, 0.0), rho=min(max(rho, 0.0), RHO_CAP))
+
+
+def arrivals_load(lam_per_second: float, capacity_per_second: float,
+                  long_run_rho: float) -> tuple[float, float]:
+    """(lam 1/s, rho) of the new arrivals a view that holds the running jobs as a backlog
+    expects over its window: the forecast rate, its load lam / capacity (the jobs the host's
+    cores finish per second) held to at most the host's long-run utilisation (the mean over
+    the forecast's profile span; NaN: not held), the rate with it.
+
+    Why: a queue held as the backlog makes the window tens of hours long, and over such a
+    window the forecasters carry on the rate of the burst that built the queue. On RICC's
+    queued stations that view served a median 124 times the work where the runs took 15.5,
+    the burst at the cap on half of them; the runs met almost no new work (the jobs arriving
+    while they ran offered a median 0.02 of the CPU). Held to the long-run level the view's
+    mean error on launches with jobs running fell from 6.3 to 0.87 (RICC) and 1.27 to 0.24
+    (CTC) (the measurement log, "A long window's arrivals")."""
+    if not (capacity_per_second > 0):
+        return lam_per_second, 0.0
+    rho = lam_per_second / capacity_per_second
+    if math.isfinite(long_run_rho) and rho > long_run_rho:
+        rho = max(long_run_rho, 0.0)
+        lam_per_second = rho * capacity_per_second
+    return lam_per_second, rho

@@ -439,11 +439,12 @@ def test_calibrating_busy_and_idle_launches_apart_holds_each_ones_median(monkeyp
     assert distance[True] < 0.35 < 0.6 < distance[False]
 
 
-def test_the_defaults_mean_is_held_at_the_running_jobs_age_floor():
+def test_the_defaults_mean_with_jobs_running_combines_the_age_floor_and_the_record():
     """A job that arrives at hour 1 and needs five days of CPU: every launch from hour 48
-    finds it running with some 46 h or more of CPU used, so the default's mean is at least
-    the work plus half that (scheduler.age_floor), where the view it calibrates (forecast,
-    the same mean before the floor) says less; launches before the job, none."""
+    finds it running with some 46 h or more of CPU used, so the carried view's mean is held
+    at the work plus half that (scheduler.age_floor), where the view (forecast, the same mean
+    before the floor) says less, and the default serves the geometric mean of that and the
+    mean of the start the station's record chose (``weighted``; scheduler.busy_mean)."""
     rows = [r for r in _rows(5, 2.0, rate_per_hour=2.0, mean_seconds=200.0)
             if r[0] < HOUR] + [(HOUR + 1.0, 5 * 86400.0, "u9", "long")]
     rows += [(6 * 86400.0 + 10.0 * k, 1.0, "u0", "c0") for k in range(3)]
@@ -457,9 +458,11 @@ def test_the_defaults_mean_is_held_at_the_running_jobs_age_floor():
     assert len(busy) >= 5
     for at, record in busy.items():
         age = at - HOUR - 15 * 60.0  # a snapshot at most a quarter of an hour old
-        assert record["mean"] >= HOUR + 0.5 * age > by["forecast"][at]["mean"]
-        # and the floor is what was used: half the CPU the job had at a sample before launch
-        assert record["mean"] <= HOUR + 0.5 * (at - HOUR)
+        assert HOUR + 0.5 * age > by["forecast"][at]["mean"]
+        # the floor that was used: half the CPU the job had at a sample before launch
+        held = record["mean"] ** 2 / by["weighted"][at]["mean"]
+        assert HOUR + 0.5 * age <= held * (1 + 1e-9)
+        assert held <= (HOUR + 0.5 * (at - HOUR)) * (1 + 1e-9)
     # once the job has ended the mean is the view's own again
     idle = [at for at in by["calibrated"] if at > HOUR + 5 * 86400.0 + HOUR]
     assert idle and all(by["calibrated"][at]["mean"] == by["forecast"][at]["mean"]

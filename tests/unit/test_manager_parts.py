@@ -1,6 +1,7 @@
 """The manager's store, the agent's outbox, host estimates, and Client round trips."""
 
 import contextlib
+import math
 import threading
 import time
 
@@ -197,8 +198,10 @@ def test_client_rebuilds_the_same_prediction_and_plan(running_manager):
 
 def test_a_one_host_answer_holds_its_mean_at_the_running_jobs_age_floor(tmp_path):
     """A host whose fresh snapshot holds a job that has used 10 h of CPU: the one-host answer
-    is served a mean of at least the work plus half that (scheduler.age_floor), says so in
-    its JSON and assumptions, and the client rebuilds the same mean."""
+    holds the carried view's mean at the work plus half that (scheduler.age_floor) and
+    serves its geometric mean with the mean of the start the host's record chose (no record
+    yet: the carried start; scheduler.busy_mean), says so in its JSON and assumptions, and
+    the client rebuilds the same mean."""
     store = ManagerStore(tmp_path / "m.sqlite")
     store.upsert_host(facts("h0", seen=time.time()))
     store.add_measurements(rows("h0", 48, rho=0.2, lam=0.004))
@@ -213,16 +216,24 @@ def test_a_one_host_answer_holds_its_mean_at_the_running_jobs_age_floor(tmp_path
         floor = HOUR + 0.5 * 10 * HOUR
         assert body["hosts"][0]["backlog"]["source"] == "idle"  # carried, not held
         assert body["model"]["mean"] < floor
-        assert body["mean"] == pytest.approx(floor) == body["mean_floor_seconds"]
+        assert body["mean_floor_seconds"] == pytest.approx(floor)
         view = body["host_parameters"][0]["predictor_view"]
         assert view["mean_floor"] == {"seconds": pytest.approx(floor), "factor": 0.5,
                                       "job_ages_seconds": [10 * HOUR], "applied": True}
+        record = body["record_mean_seconds"]
+        assert view["record_start"]["start"] == {"start": "carried"}
+        assert view["record_start"]["mean_seconds"] == record
+        # the carried start over the same window: about the model's mean, under the floor
+        assert record == pytest.approx(body["model"]["mean"], rel=0.05)
+        served = math.sqrt(floor * record)
+        assert body["mean"] == pytest.approx(served)
         answer = client.predict_answer(HOUR, hosts=["h0"])
-        assert answer.prediction.mean == pytest.approx(floor)
+        assert answer.prediction.mean == pytest.approx(served)
         assert "running jobs' CPU so far" in answer.assumptions.start_state
+        assert "the start the host's record chose" in answer.assumptions.start_state
         # scheduling the one host serves the same mean; an ETA is not floored
         plan = client.schedule(HOUR, hosts=["h0"])
-        assert plan.prediction.mean == pytest.approx(floor)
+        assert plan.prediction.mean == pytest.approx(served)
         eta = client.eta({"h0": HOUR}, {"h0": 0.5})
         assert eta.remaining.mean < floor - HOUR
         # a split holds each host's jobs as its backlog instead: no floor
