@@ -208,6 +208,26 @@ def predict_hosts(hosts: Sequence[Host], shares: Sequence[float], dist: str = DE
                     task_law=False)
 
 
+def single_process_means(hosts: Sequence[Host], shares: Sequence[float],
+                         dist: str = DEFAULT_DIST, *,
+                         backlog: Sequence[Backlog] | Mapping[str, Backlog] | None = None
+                         ) -> np.ndarray:
+    """Many single-host tasks' means at once (seconds): host k, of one core, runs
+    ``shares[k]`` reference-CPU-seconds as one process; each is the fitted law's own mean,
+    exact, what ``predict_mean([hosts[k]], shares[k], dist, backlog=[backlog[k]])`` gives,
+    without the integrals ``predict_hosts`` works out for the laws."""
+    hosts = with_processes(check_hosts(hosts), None)
+    several = [h.name for h in hosts if h.cores != 1]
+    if several:
+        raise InvalidArgumentError(f"single_process_means takes hosts of one core; "
+                                   f"{several[0]!r} has more", field="hosts", value=several[0])
+    check_dist(dist)
+    work = check_work(float(np.sum(np.asarray(shares, dtype=float))))
+    share_array = _check_shares(shares, len(hosts), work)
+    means = _host_servers(host_arrays(hosts, backlog), share_array, dist).mean[0]
+    return np.where(share_array > 0, means, 0.0)
+
+
 def host_arrays(hosts: Sequence[Host],
                 backlog: Sequence[Backlog] | Mapping[str, Backlog] | None) -> HostArrays:
     """Column arrays of ``hosts`` with their backlog laws (None: idle, no backlog arrays)."""

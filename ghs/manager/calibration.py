@@ -54,7 +54,7 @@ from scheduler.busy_mean import busy_mean_seconds
 from scheduler.calibrated import SERVED_LEVELS
 from scheduler.conformal import TAIL_LEVELS, ConformalSettings, pooled_calibrator
 from scheduler.host_moments import prime_host_moments
-from scheduler.prediction import predict_hosts
+from scheduler.prediction import predict_hosts, single_process_means
 
 HOUR_SECONDS = 3600.0
 VIEWS = ("carried", "state")
@@ -425,10 +425,15 @@ class Calibration(CalibratedViews, ShadowOutcomes):
         return n
 
     def _candidate_means(self, held: Sequence[Host], carried: Sequence[Host],
-                         backlog: Backlog, works: np.ndarray) -> np.ndarray:
-        """(lengths, candidates) means of every start candidate (one prediction for all),
-        each length on its run window's view: the state view's host (new arrivals' load)
-        for the backlog at each weight, the carried view's idle."""
+                         backlog: Backlog, works: np.ndarray) -> np.ndarray | None:
+        """(lengths, candidates) means of every start candidate, each length on its run
+        window's view: the state view's host (new arrivals' load) for the backlog at each
+        weight, the carried view's idle. On a host of one core (whose answers combine their
+        mean with the record's start, scheduler.busy_mean) the single process's exact means;
+        on several, integrated, and only where the ``record`` view reads them (else None)."""
+        one_core = held[0].cores == 1
+        if not (one_core or "record" in self.views):
+            return None
         hosts, starts, shares = [], [], []
         for work, arrivals, measured in zip(works, held, carried):
             for weight in self.weights.weights:
@@ -439,8 +444,12 @@ class Calibration(CalibratedViews, ShadowOutcomes):
                 hosts.append(measured)
                 starts.append(Backlog.idle())
                 shares.append(work)
-        p = predict_hosts(copies_of(hosts), shares, DIST, backlog=starts)
-        return p.host_moments()[0].reshape(len(works), -1)
+        if one_core:
+            means = single_process_means(copies_of(hosts), shares, DIST, backlog=starts)
+        else:
+            means = predict_hosts(copies_of(hosts), shares, DIST,
+                                  backlog=starts).host_moments()[0]
+        return means.reshape(len(works), -1)
 
     def _busy_mean(self, track: _Track, length: float, backlog: Backlog, carried: float,
                    candidates: np.ndarray | None) -> float:

@@ -94,7 +94,7 @@ class LaunchPlan:
     paper: Prediction
     laws: HostLaws
     # (lengths, candidates) means of the start candidates (scheduler.backlog_weight) at a
-    # launch that found jobs running; None otherwise
+    # launch that found jobs running, where they are scored; None otherwise
     candidates: np.ndarray | None = None
     _paper_quantiles: list[np.ndarray] = field(default_factory=list, repr=False)
 

@@ -109,3 +109,26 @@ def test_arrivals_below_the_long_run_level_are_left_as_forecast():
     assert arrivals_load(0.008, 0.01, 0.5) == pytest.approx((0.005, 0.5))
     # no level known (no bin in the span): not held
     assert arrivals_load(0.008, 0.01, math.nan) == pytest.approx((0.008, 0.8))
+
+
+def test_single_process_means_are_each_hosts_own_mean_in_one_call():
+    """What the manager scores the start candidates with: each one-core host's mean of its
+    own share, the same as predicting it alone (idle, behind running jobs, steady state)."""
+    from scheduler import predict_mean
+    from scheduler.backlog import Backlog
+    from scheduler.prediction import single_process_means
+    from scheduler.templates import TwoMomentDemand
+
+    hosts = [Host(f"h{k}", lam=0.001 * (k + 1), mu=1 / 300.0, sigma=600.0, rho=0.1 * (k + 1))
+             for k in range(3)]
+    starts = [Backlog.idle(), Backlog.from_laws([TwoMomentDemand(600.0, 1200.0).remaining(
+        100.0)], [100.0]), Backlog.steady_state()]
+    shares = [HOUR, 2 * HOUR, HOUR / 2]
+    together = single_process_means(hosts, shares, backlog=starts)
+    alone = [predict_mean([h], s, backlog=[b]) for h, s, b in zip(hosts, shares, starts)]
+    assert together == pytest.approx(alone, rel=1e-12)
+    assert together[1] > together[0] > HOUR  # behind the running job, and under load
+    with pytest.raises(InvalidArgumentError) as raised:
+        single_process_means([Host("two", lam=0.001, mu=0.01, sigma=100.0, rho=0.1, cores=2)],
+                             [HOUR])
+    assert raised.value.field == "hosts"

@@ -105,7 +105,8 @@ def test_the_ledger_keeps_the_mean_a_one_host_query_is_served(fed):  # noqa: F81
         held = max(carried, length + 0.5 * sum(backlog.job_ages))
         record = row["mean"] ** 2 / held
         state = rows[at, length, "uncalibrated-state"]["mean"]
-        assert length * (1 - 1e-9) <= record <= max(state, carried) * (1 + 1e-9)
+        # (the candidates exact, the views integrated to the quadrature's tolerance)
+        assert length * (1 - 1e-9) <= record <= max(state, carried) * (1 + 1e-4)
         busy += 1
         moved += not math.isclose(row["mean"], held, rel_tol=1e-9)
     # the record chose a start other than the carried one on some of them
