@@ -100,8 +100,9 @@ def model_assumptions(prediction: Prediction, source: str,
             start += (f"; the mean no earlier than the work plus {AGE_FLOOR_FACTOR:g} x the "
                       f"running jobs' CPU so far ({prediction.mean_floor_seconds:,.0f} s)")
         if prediction.record_mean_seconds is not None:
-            start += ("; that mean combined (geometric mean) with the mean of the start the "
-                      f"host's record chose ({prediction.record_mean_seconds:,.0f} s)")
+            start += ("; that mean combined (geometric mean) with the record view's "
+                      "(the start the host's record chose where jobs run, else idle under the "
+                      f"forecast load of new arrivals; {prediction.record_mean_seconds:,.0f} s)")
         return Assumptions(start_state=start, load_model=LOAD_MODELS["manager forecast"],
                            calibration=CONFORMAL_CALIBRATION,
                            distribution=prediction.distribution,

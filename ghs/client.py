@@ -306,7 +306,7 @@ def _rebuild_prediction(body: dict[str, Any]) -> Prediction:
         levels = given.get("calibration_levels", LEVELS[:len(given["calibration_factors"])])
         ones = [1.0] * len(levels)
         # and the floor its one-host mean was held at (scheduler.age_floor), if any
-        # and the record's start mean it was combined with (scheduler.busy_mean), if any
+        # and the record view's mean it was combined with (scheduler.one_host_mean), if any
         return calibrated_prediction(prediction, [ones if f is None else f for f in factors],
                                      levels, body.get("mean_floor_seconds"),
                                      body.get("record_mean_seconds"))

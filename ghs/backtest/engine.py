@@ -16,9 +16,11 @@ the full backlog), ``weighted`` (the start the station's record chose:
 default (the manager's): ``forecast`` (with ``parallel``: ``uncalibrated``, the state start a
 split needs) with its quantiles corrected by adaptive conformal
 inference (:class:`scheduler.Calibrator`, one per task length, a row per station, pooled
-prior) on this station's own record (its mean is the model's, held on a launch that found
-local jobs running at least at the work plus half their ages, :mod:`scheduler.age_floor`, as
-a manager's one-host answer; scaling it like the median made it worse on every log tried),
+prior) on this station's own record (its mean, as a manager's one-host answer's, is the
+model's combined with ``weighted``'s on every launch after a snapshot,
+:mod:`scheduler.one_host_mean`, held first on a launch that found local jobs running at
+least at the work plus half their ages, :mod:`scheduler.age_floor`; scaling it like the
+median made it worse on every log tried),
 apart for launches that found local jobs running and those that did not
 (``BY_JOBS_RUNNING``, as a manager's); on a launch that found local jobs running, its p90
 and p95 are the upper envelope of its own and ``calibrated-held``'s (``ENVELOPE``).
@@ -89,10 +91,10 @@ from scheduler import Calibrator, predict, predict_mean
 from scheduler.age_floor import age_floor_seconds
 from scheduler.backlog import Backlog
 from scheduler.backlog_weight import BacklogWeights, WeightSettings
-from scheduler.busy_mean import busy_mean_seconds
 from scheduler.calibrated import reported_quantiles
 from scheduler.calibrated_selection import length_factors
 from scheduler.conformal import ConformalSettings, pooled_calibrator
+from scheduler.one_host_mean import one_host_mean_seconds
 from scheduler.trace_simulation import simulate_trace_many
 from scheduler.window_forecast import settle_duration
 from scheduler.workload import Trace
@@ -345,11 +347,12 @@ class _Run(SplitLaunches):
                     view_means[name] = p.mean
                 if not record:
                     continue
-                floor = age_floor_seconds(float(w), backlog)
-                if floor is not None:
-                    # a one-host answer's mean with jobs running (scheduler.busy_mean)
-                    means_by[DEFAULT_PREDICTOR] = busy_mean_seconds(
-                        means_by[DEFAULT_PREDICTOR], view_means[RECORD_VIEW], floor)
+                if known.running is not None:
+                    # a one-host answer's mean on a one-core station whose state a snapshot
+                    # gave (scheduler.one_host_mean), held at the age floor where jobs run
+                    means_by[DEFAULT_PREDICTOR] = one_host_mean_seconds(
+                        means_by[DEFAULT_PREDICTOR], view_means[RECORD_VIEW],
+                        age_floor_seconds(float(w), backlog))
                 for calibrated, reported in reported_by.items():
                     other = ENVELOPE.get(calibrated)
                     if other is not None and backlog.job_means:

@@ -40,8 +40,9 @@ JOBS_RUNNING = "+jobs-running"
 # split over several hosts the state start (the split must see which hosts are busy now)
 PARALLEL_CALIBRATED = {"calibrated": "uncalibrated", "calibrated-state": "weighted"}
 DEFAULT_PREDICTOR = "calibrated"
-# the view whose mean the default's is combined with at a launch that found jobs running
-# (scheduler.busy_mean): the start the station's record chose, as a manager's ``record`` view
+# the view whose mean the default's is combined with at a launch after a snapshot
+# (scheduler.one_host_mean): the start the station's record chose where jobs run, idle under
+# the arrivals' load where none does, as a manager's ``record`` view
 RECORD_VIEW = "weighted"
 PREDICTORS = ("paper", "naive", "state", "forecast", "uncalibrated", "weighted", *CALIBRATED)
 # With ``parallel``, what a manager serves for a split: each station's law calibrated on its

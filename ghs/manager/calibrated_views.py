@@ -60,7 +60,7 @@ class CalibratedViews:
         and what was used (JSON). ``mode``: ``carried`` (idle under the forecast measured
         load, which carries the jobs running now), ``state`` (the given start, its jobs held
         as backlog under the forecast load of new arrivals) or ``record`` (for a host with
-        jobs running, the start of lowest recent error on its record)."""
+        jobs running, the start of lowest recent error on its record; else as ``state``)."""
         return self._view_of(*self._window(tracks, at, duration_seconds), tracks, days,
                              backlogs, mode)
 

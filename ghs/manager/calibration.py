@@ -50,10 +50,10 @@ from scheduler import Calibrator, ForecastBank, Host
 from scheduler.age_floor import age_floor_seconds
 from scheduler.backlog import Backlog
 from scheduler.backlog_weight import BacklogWeights, WeightSettings
-from scheduler.busy_mean import busy_mean_seconds
 from scheduler.calibrated import SERVED_LEVELS
 from scheduler.conformal import TAIL_LEVELS, ConformalSettings, pooled_calibrator
 from scheduler.host_moments import prime_host_moments
+from scheduler.one_host_mean import one_host_mean_seconds
 from scheduler.prediction import predict_hosts, single_process_means
 
 HOUR_SECONDS = 3600.0
@@ -154,8 +154,8 @@ class Calibration(CalibratedViews, ShadowOutcomes):
         self.max_catch_up_hours = max_catch_up_hours
         self.history_days = history_days
         self.bank = ForecastBank(0)
-        # the start the record chooses is scored whatever the views: a one-host answer with
-        # jobs running combines its mean with the carried one (scheduler.busy_mean)
+        # the start the record chooses is scored whatever the views: a one-host answer on a
+        # host of one core combines its mean with the record view's (scheduler.one_host_mean)
         self.weights = BacklogWeights(0, WeightSettings(by_record=True))
         # each way of starting a host is scored and calibrated on its own
         self.views = VIEWS + (("record",) if start_by_record else ())
@@ -409,12 +409,20 @@ class Calibration(CalibratedViews, ShadowOutcomes):
                     calibrator=kept))
             rows += [(LEDGER_NAMES[view][0], means[v], np.array(reported_all)),
                      (LEDGER_NAMES[view][1], means[v], model_q[v, :, :own])]
-        if busy:  # the ledger keeps what a query is served (ghs.manager.envelope), its
-            # mean as a one-host answer's (scheduler.busy_mean)
-            served = [self._busy_mean(track, float(length), plan.backlog, float(mean),
-                                      None if candidates is None else candidates[j])
-                      for j, (length, mean) in enumerate(zip(self.lengths, rows[1][1]))]
-            rows[1] = (rows[1][0], np.array(served), envelope_of(rows[1][2], rows[3][2]))
+        # the ledger keeps what a one-host query is served: its mean combined with the
+        # record view's (scheduler.one_host_mean), its quantiles with jobs running the
+        # envelope with the held view's (ghs.manager.envelope)
+        if track.cores == 1 and plan.backlog.kind == "jobs":
+            choice = int(self.weights.choose([track.row])[0])
+            # with no job running the record's view is the state view (idle, new arrivals)
+            records = means[self.views.index("state")] if not busy else (
+                [None] * n if candidates is None else candidates[:, choice])
+            served = [self._one_host_mean(track, float(length), plan.backlog, float(mean),
+                                          None if record is None else float(record))
+                      for length, mean, record in zip(self.lengths, rows[1][1], records)]
+            rows[1] = (rows[1][0], np.array(served), rows[1][2])
+        if busy:
+            rows[1] = (rows[1][0], rows[1][1], envelope_of(rows[1][2], rows[3][2]))
         for name, mean, q in rows:
             for j, length in enumerate(self.lengths):
                 self.shadow_ledger.launch({"host_id": host_id, "launch_epoch_seconds": at,
@@ -429,7 +437,7 @@ class Calibration(CalibratedViews, ShadowOutcomes):
         """(lengths, candidates) means of every start candidate, each length on its run
         window's view: the state view's host (new arrivals' load) for the backlog at each
         weight, the carried view's idle. On a host of one core (whose answers combine their
-        mean with the record's start, scheduler.busy_mean) the single process's exact means;
+        mean with the record's start, scheduler.one_host_mean) the single process's exact means;
         on several, integrated, and only where the ``record`` view reads them (else None)."""
         one_core = held[0].cores == 1
         if not (one_core or "record" in self.views):
@@ -451,17 +459,13 @@ class Calibration(CalibratedViews, ShadowOutcomes):
                                   backlog=starts).host_moments()[0]
         return means.reshape(len(works), -1)
 
-    def _busy_mean(self, track: _Track, length: float, backlog: Backlog, carried: float,
-                   candidates: np.ndarray | None) -> float:
-        """A one-host answer's mean at a launch with jobs running, on a host of one core:
-        the carried view's, at its age floor, combined with the mean of the start the host's
-        record chooses now (``candidates``: each start candidate's mean)."""
+    def _one_host_mean(self, track: _Track, length: float, backlog: Backlog, carried: float,
+                       record: float | None) -> float:
+        """A one-host answer's mean on a host of one core whose state a fresh snapshot
+        gave: the carried view's, at its age floor where jobs run, combined with the mean
+        ``record`` of the record's view (None: not known)."""
         floor = age_floor_seconds(length, backlog, track.cores)
-        if floor is None:  # several cores, or no running job's age known: as a query
-            return carried
-        record = None if candidates is None else float(
-            candidates[int(self.weights.choose([track.row])[0])])
-        return busy_mean_seconds(carried, record, floor)
+        return one_host_mean_seconds(carried, record, floor)
 
     # -- the ledger --------------------------------------------------------------------------
 

@@ -162,7 +162,11 @@ class QueryService:
                                                duration, prediction, kept, factors,
                                                self.settings.distribution, scales)
         floor = record = None
-        if age_floor and mode == "carried" and len(kept) == 1:
+        if age_floor and mode == "carried" and len(kept) == 1 \
+                and chosen[kept[0]].cores == 1 and starts_in[kept[0]].kind == "jobs":
+            # one core whose state a fresh snapshot gave: the mean combined with the record
+            # view's (scheduler.one_host_mean), seen over the same window; where jobs run,
+            # held first at their age floor
             one = kept[0]
             floor = age_floor_seconds(float(prediction.dedicated_seconds[0]),
                                       starts_in[one], chosen[one].cores)
@@ -171,15 +175,12 @@ class QueryService:
                     "seconds": floor, "factor": AGE_FLOOR_FACTOR,
                     "job_ages_seconds": list(starts_in[one].job_ages),
                     "applied": floor > prediction.mean}
-                # one core with jobs running: the mean combined with the record's start's
-                # (scheduler.busy_mean), that start seen over the same window
-                held, starts, seen = self.calibration.view_hosts(
-                    [tracks[one]], [chosen[one]], [starts_in[one]], at[one:one + 1], duration,
-                    "record")
-                record = predict_mean(scaled(held, None if scales is None else [scales[one]]),
-                                      work_seconds,
-                                      self.settings.distribution, backlog=starts)
-                described[one]["record_start"] = {**seen[0], "mean_seconds": record}
+            held, starts, seen = self.calibration.view_hosts(
+                [tracks[one]], [chosen[one]], [starts_in[one]], at[one:one + 1], duration,
+                "record")
+            record = predict_mean(scaled(held, None if scales is None else [scales[one]]),
+                                  work_seconds, self.settings.distribution, backlog=starts)
+            described[one]["record_start"] = {**seen[0], "mean_seconds": record}
         calibrated = calibrated_prediction(prediction, factors, self.calibration.levels,
                                            floor, record)
         for i, (k, detail, envelope) in enumerate(zip(kept, applied, envelopes)):

@@ -439,12 +439,12 @@ def test_calibrating_busy_and_idle_launches_apart_holds_each_ones_median(monkeyp
     assert distance[True] < 0.35 < 0.6 < distance[False]
 
 
-def test_the_defaults_mean_with_jobs_running_combines_the_age_floor_and_the_record():
+def test_the_defaults_mean_combines_the_age_floor_and_the_record():
     """A job that arrives at hour 1 and needs five days of CPU: every launch from hour 48
     finds it running with some 46 h or more of CPU used, so the carried view's mean is held
     at the work plus half that (scheduler.age_floor), where the view (forecast, the same mean
     before the floor) says less, and the default serves the geometric mean of that and the
-    mean of the start the station's record chose (``weighted``; scheduler.busy_mean)."""
+    mean of the start the station's record chose (``weighted``; scheduler.one_host_mean)."""
     rows = [r for r in _rows(5, 2.0, rate_per_hour=2.0, mean_seconds=200.0)
             if r[0] < HOUR] + [(HOUR + 1.0, 5 * 86400.0, "u9", "long")]
     rows += [(6 * 86400.0 + 10.0 * k, 1.0, "u0", "c0") for k in range(3)]
@@ -463,10 +463,11 @@ def test_the_defaults_mean_with_jobs_running_combines_the_age_floor_and_the_reco
         held = record["mean"] ** 2 / by["weighted"][at]["mean"]
         assert HOUR + 0.5 * age <= held * (1 + 1e-9)
         assert held <= (HOUR + 0.5 * (at - HOUR)) * (1 + 1e-9)
-    # once the job has ended the mean is the view's own again
+    # once the job has ended, no floor: the view's own mean combined with the record's
+    # view's, idle under the new arrivals' load
     idle = [at for at in by["calibrated"] if at > HOUR + 5 * 86400.0 + HOUR]
-    assert idle and all(by["calibrated"][at]["mean"] == by["forecast"][at]["mean"]
-                        for at in idle)
+    assert idle and all(by["calibrated"][at]["mean"] == pytest.approx(math.sqrt(
+        by["forecast"][at]["mean"] * by["weighted"][at]["mean"]), rel=1e-12) for at in idle)
 
 
 def test_a_forecast_of_almost_no_arrivals_beside_a_busy_cpu_is_a_host_not_an_error():

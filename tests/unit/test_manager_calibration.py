@@ -85,7 +85,7 @@ def test_every_hour_of_the_record_is_a_launch_scored_on_what_the_jobs_left(fed):
         assert 0 < apart < n
         assert calibration.calibrators["carried"][j].scored[track.row, 0] + apart == n
     # the start candidates are scored on every launch that found jobs running: a one-host
-    # answer's mean reads the start the record chooses (scheduler.busy_mean)
+    # answer's mean reads the start the record chooses (scheduler.one_host_mean)
     assert 0 < calibration.weights.scored[track.row] < n
     # advancing again makes nothing new: the record is incremental
     assert calibration.advance("ws1", 1) == 0
@@ -372,6 +372,28 @@ def test_the_record_chooses_the_start_only_when_asked(fed):
     if picked["start"] == "backlog":
         assert starts[0].weight == picked["weight"]
         assert described[0]["forecast"]["load"] == "arrivals"
+
+
+def test_the_record_view_of_a_host_with_no_job_running_is_the_arrivals_load(fed):
+    """After a fresh snapshot that shows no job, the record's view (what a one-core host's
+    one-host mean is combined with, scheduler.one_host_mean) starts idle under the new
+    arrivals' load, as the state view does, where the carried view reads the measured
+    utilisation: two estimates of the run window's load."""
+    from scheduler.backlog import Backlog
+
+    _, store, calibration, _ = fed
+    day = calibration_day(store)
+    at = ZERO_EPOCH_SECONDS + 2 * 86400.0
+    track = calibration.tracks["ws1"]
+    seen = {mode: calibration.view_hosts([track], [day], [Backlog.exact([])], at, 3600.0,
+                                         mode) for mode in ("carried", "state", "record")}
+    hosts, starts, described = seen["record"]
+    assert described[0]["start"] == {"start": "state"}
+    assert described[0]["forecast"]["load"] == "arrivals" and not starts[0].job_means
+    assert hosts[0] == seen["state"][0][0]
+    carried = seen["carried"][0][0]
+    assert seen["carried"][2][0]["forecast"]["load"] == "measured"
+    assert (hosts[0].lam, hosts[0].rho) != (carried.lam, carried.rho)
 
 
 def test_a_split_serves_its_hosts_the_geometric_mean_of_their_factors(fed):

@@ -81,17 +81,19 @@ def test_the_ledger_keeps_the_envelope_the_queries_serve(fed):  # noqa: F811
 
 
 def test_the_ledger_keeps_the_mean_a_one_host_query_is_served(fed):  # noqa: F811
-    """A shadow launch that found jobs running is written with the mean a one-host query is
-    served then (scheduler.busy_mean): the carried view's, held at the work plus half the
-    running jobs' ages, combined (geometric mean) with the mean of the start the host's
-    record chose, one of the candidates from the backlog at weight 0 (at least the work) to
-    the whole of it (the state view's mean) and the carried start (the carried view's)."""
+    """A shadow launch is written with the mean a one-host query is served then
+    (scheduler.one_host_mean). With jobs running: the carried view's, held at the work plus
+    half the running jobs' ages, combined (geometric mean) with the mean of the start the
+    host's record chose, one of the candidates from the backlog at weight 0 (at least the
+    work) to the whole of it (the state view's mean) and the carried start (the carried
+    view's). After a fresh snapshot with none: the carried view's combined with the state
+    view's (idle under the new arrivals' load). With no fresh snapshot: the carried view's."""
     calibrated = fed[2]
     inputs = ShadowInputs.load(calibrated.store, "ws1", 1,
                                since_epoch_seconds=ZERO_EPOCH_SECONDS)
     rows = {(row["launch_epoch_seconds"], row["length_seconds"], row["predictor"]): row
             for row in calibrated.ledger(["ws1"])}
-    busy = moved = 0
+    busy = moved = idle = stale = 0
     for (at, length, predictor), row in rows.items():
         if predictor != "calibrated":
             continue
@@ -99,8 +101,14 @@ def test_the_ledger_keeps_the_mean_a_one_host_query_is_served(fed):  # noqa: F81
         snapshot = inputs.snapshot_near(at, calibrated.snapshot_fresh_seconds)
         day = host_at("ws1", inputs, at)
         backlog = None if day is None else inputs.backlog_at(day, snapshot)
-        if not running_jobs(backlog):
+        if backlog is None or backlog.kind != "jobs":
             assert row["mean"] == carried
+            stale += 1
+            continue
+        if not running_jobs(backlog):
+            state = rows[at, length, "uncalibrated-state"]["mean"]
+            assert row["mean"] == pytest.approx(math.sqrt(carried * state), rel=1e-12)
+            idle += 1
             continue
         held = max(carried, length + 0.5 * sum(backlog.job_ages))
         record = row["mean"] ** 2 / held
@@ -110,4 +118,4 @@ def test_the_ledger_keeps_the_mean_a_one_host_query_is_served(fed):  # noqa: F81
         busy += 1
         moved += not math.isclose(row["mean"], held, rel_tol=1e-9)
     # the record chose a start other than the carried one on some of them
-    assert busy > 10 and moved >= 1
+    assert busy > 10 and moved >= 1 and idle > 10

@@ -200,7 +200,7 @@ def test_a_one_host_answer_holds_its_mean_at_the_running_jobs_age_floor(tmp_path
     """A host whose fresh snapshot holds a job that has used 10 h of CPU: the one-host answer
     holds the carried view's mean at the work plus half that (scheduler.age_floor) and
     serves its geometric mean with the mean of the start the host's record chose (no record
-    yet: the carried start; scheduler.busy_mean), says so in its JSON and assumptions, and
+    yet: the carried start; scheduler.one_host_mean), says so in its JSON and assumptions, and
     the client rebuilds the same mean."""
     store = ManagerStore(tmp_path / "m.sqlite")
     store.upsert_host(facts("h0", seen=time.time()))
@@ -241,3 +241,41 @@ def test_a_one_host_answer_holds_its_mean_at_the_running_jobs_age_floor(tmp_path
         store.add_measurements(rows("h1", 48, rho=0.1, lam=0.002))
         split = client._ask(PredictRequest(request_id=2, work_seconds=HOUR))
         assert "mean_floor_seconds" not in split
+
+
+def test_a_one_host_answer_on_an_idle_core_combines_the_two_loads(tmp_path):
+    """A one-core host whose fresh snapshot shows no job: the answer's mean is the geometric
+    mean of the carried view's (idle under the forecast measured utilisation) and the
+    record view's (idle under the new arrivals' load; scheduler.one_host_mean), with no
+    floor, and its JSON and assumptions say so. A host of two cores, and one without a fresh
+    snapshot, are served the carried view's mean alone."""
+    store = ManagerStore(tmp_path / "m.sqlite")
+    latest = 1.0e9 + 24 * HOUR
+    for name, cores in (("idle1", 1), ("idle2", 2), ("nosnap", 1)):
+        store.upsert_host(facts(name, cores=cores, seen=time.time()))
+        store.add_measurements(rows(name, 48, rho=0.2, lam=0.004, demand=25.0))
+        if name != "nosnap":
+            store.streams.add(name, "running", [{
+                "seq": 0, "epoch_seconds": latest, "run_queue_length": 0, "jobs": []}])
+    with serving(store) as (endpoint, context), Client(endpoint, context=context,
+                                                       timeout_seconds=10) as client:
+        body = client._ask(PredictRequest(request_id=1, work_seconds=HOUR, hosts=["idle1"]))
+        assert "mean_floor_seconds" not in body
+        view = body["host_parameters"][0]["predictor_view"]
+        record = body["record_mean_seconds"]
+        assert view["record_start"]["start"] == {"start": "state"}
+        assert view["record_start"]["forecast"]["load"] == "arrivals"
+        assert view["record_start"]["mean_seconds"] == record
+        # (this store's hours were never pushed to the forecasts, so both views read the
+        # 24-hour host here: test_manager_calibration has them apart)
+        assert record >= HOUR
+        served = math.sqrt(body["model"]["mean"] * record)
+        assert body["mean"] == pytest.approx(served)
+        answer = client.predict_answer(HOUR, hosts=["idle1"])
+        assert answer.prediction.mean == pytest.approx(served)
+        assert "else idle under the forecast load of new arrivals" in \
+            answer.assumptions.start_state
+        for name in ("idle2", "nosnap"):
+            other = client._ask(PredictRequest(request_id=2, work_seconds=HOUR, hosts=[name]))
+            assert "record_mean_seconds" not in other
+            assert other["mean"] == other["model"]["mean"]

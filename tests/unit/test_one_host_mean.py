@@ -1,5 +1,5 @@
-"""A one-host answer's mean with jobs running (scheduler.busy_mean), and the long-run level
-a view that holds those jobs as a backlog holds its new arrivals to
+"""A one-host answer's mean on a host of one core (scheduler.one_host_mean), and the long-run
+level a view that holds the running jobs as a backlog holds its new arrivals to
 (scheduler.forecast's ``long_run``, ghs.manager.shadow_start.arrivals_load)."""
 
 from __future__ import annotations
@@ -11,27 +11,27 @@ import pytest
 
 from ghs.manager.shadow_start import arrivals_load, starts_of
 from scheduler import ForecastBank, Host, predict
-from scheduler.busy_mean import busy_mean_seconds
 from scheduler.calibrated import SERVED_LEVELS, calibrated_prediction
 from scheduler.errors import InvalidArgumentError
 from scheduler.forecasters import ForecastSettings
+from scheduler.one_host_mean import one_host_mean_seconds
 
 HOUR = 3600.0
 
 
-def test_the_mean_is_the_geometric_mean_of_the_floored_carried_one_and_the_records():
-    assert busy_mean_seconds(100.0, 400.0) == pytest.approx(200.0)
+def test_the_mean_is_the_geometric_mean_of_the_floored_view_and_the_records():
+    assert one_host_mean_seconds(100.0, 400.0) == pytest.approx(200.0)
     # the floor holds the carried mean first
-    assert busy_mean_seconds(100.0, 400.0, 250.0) == pytest.approx(math.sqrt(250.0 * 400.0))
-    assert busy_mean_seconds(300.0, 400.0, 250.0) == pytest.approx(math.sqrt(300.0 * 400.0))
-    # no record: the carried mean at its floor, as before the combination
-    assert busy_mean_seconds(100.0, None, 250.0) == 250.0
-    assert busy_mean_seconds(100.0, None) == 100.0
+    assert one_host_mean_seconds(100.0, 400.0, 250.0) == pytest.approx(math.sqrt(250.0 * 400.0))
+    assert one_host_mean_seconds(300.0, 400.0, 250.0) == pytest.approx(math.sqrt(300.0 * 400.0))
+    # no record: the view's mean at its floor
+    assert one_host_mean_seconds(100.0, None, 250.0) == 250.0
+    assert one_host_mean_seconds(100.0, None) == 100.0
 
 
 @pytest.mark.parametrize("args, field", [
-    ((float("nan"), 1.0), "carried_mean_seconds"),
-    ((None, 1.0), "carried_mean_seconds"),
+    ((float("nan"), 1.0), "view_mean_seconds"),
+    ((None, 1.0), "view_mean_seconds"),
     ((1.0, -2.0), "record_mean_seconds"),
     ((1.0, float("inf")), "record_mean_seconds"),
     ((1.0, 2.0, True), "floor_seconds"),
@@ -39,7 +39,7 @@ def test_the_mean_is_the_geometric_mean_of_the_floored_carried_one_and_the_recor
 ])
 def test_bad_means_name_the_field(args, field):
     with pytest.raises(InvalidArgumentError) as raised:
-        busy_mean_seconds(*args)
+        one_host_mean_seconds(*args)
     assert raised.value.field == field
 
 
