@@ -93,8 +93,10 @@ def model_assumptions(prediction: Prediction, source: str,
     ``placement`` how each host runs its share (ghs.placement.placed)."""
     if isinstance(prediction, CalibratedPrediction):
         held = any(row["mean_seconds"] > 0 for row in prediction.backlog())
+        split = len(prediction.hosts) > 1
         start = (start_state(prediction) + ", held as backlog under the forecast load of new "
-                 "arrivals (at most the host's long-run utilisation)" if held else
+                 + ("arrivals" if split else
+                    "arrivals (at most the host's long-run utilisation)") if held else
                  "idle, the local jobs running at launch carried in the forecast measured load")
         if prediction.mean_floor_seconds is not None:
             start += (f"; the mean no earlier than the work plus {AGE_FLOOR_FACTOR:g} x the "
@@ -103,6 +105,10 @@ def model_assumptions(prediction: Prediction, source: str,
             start += ("; that mean combined (geometric mean) with the record view's "
                       "(the start the host's record chose where jobs run, else idle under the "
                       f"forecast load of new arrivals; {prediction.record_mean_seconds:,.0f} s)")
+        if prediction.held_mean_seconds is not None:
+            start += ("; the mean combined (geometric mean) with that of the same shares with "
+                      "each host's new arrivals at most its long-run utilisation "
+                      f"({prediction.held_mean_seconds:,.0f} s)")
         return Assumptions(start_state=start, load_model=LOAD_MODELS["manager forecast"],
                            calibration=CONFORMAL_CALIBRATION,
                            distribution=prediction.distribution,

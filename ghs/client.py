@@ -306,8 +306,10 @@ def _rebuild_prediction(body: dict[str, Any]) -> Prediction:
         levels = given.get("calibration_levels", LEVELS[:len(given["calibration_factors"])])
         ones = [1.0] * len(levels)
         # and the floor its one-host mean was held at (scheduler.age_floor), if any
-        # and the record view's mean it was combined with (scheduler.one_host_mean), if any
+        # and the record view's mean it was combined with (scheduler.combined_mean), if any,
+        # or for a split the held view's
         return calibrated_prediction(prediction, [ones if f is None else f for f in factors],
                                      levels, body.get("mean_floor_seconds"),
-                                     body.get("record_mean_seconds"))
+                                     body.get("record_mean_seconds"),
+                                     body.get("held_mean_seconds"))
     return prediction

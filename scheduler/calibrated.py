@@ -20,11 +20,11 @@ from typing import Any
 
 import numpy as np
 
+from scheduler.combined_mean import one_host_mean_seconds, split_mean_seconds
 from scheduler.conformal import LEVELS, TAIL_LEVELS, level_name
 from scheduler.errors import InvalidArgumentError
 from scheduler.host_cdf import hosts_cdf, many_hosts_cdf
 from scheduler.model import with_vanishing_interruption
-from scheduler.one_host_mean import one_host_mean_seconds
 from scheduler.power_tail import (
     _TAIL_SEARCH_LOG_SPAN,
     _TAIL_SEARCH_STEPS,
@@ -325,8 +325,11 @@ class CalibratedPrediction(Prediction):
     # the floor the mean was held at (scheduler.age_floor), seconds; None where none applied
     mean_floor_seconds: float | None = None
     # the mean of the start the host's record chose, combined with the model's (seconds,
-    # scheduler.one_host_mean); None where not combined
+    # scheduler.combined_mean); None where not combined
     record_mean_seconds: float | None = None
+    # a split's: the mean of its shares with the new arrivals held to each host's long-run
+    # utilisation, combined with the model's (seconds); None where not combined
+    held_mean_seconds: float | None = None
 
     @property
     def criterion(self) -> float:
@@ -352,21 +355,26 @@ class CalibratedPrediction(Prediction):
             payload["mean_floor_seconds"] = self.mean_floor_seconds
         if self.record_mean_seconds is not None:
             payload["record_mean_seconds"] = self.record_mean_seconds
+        if self.held_mean_seconds is not None:
+            payload["held_mean_seconds"] = self.held_mean_seconds
         return payload
 
 
 def calibrated_prediction(prediction: Prediction, factors: Any, levels: Any = LEVELS,
                           mean_floor_seconds: float | None = None,
-                          record_mean_seconds: float | None = None) -> CalibratedPrediction:
+                          record_mean_seconds: float | None = None,
+                          held_mean_seconds: float | None = None) -> CalibratedPrediction:
     """``prediction`` with each host's quantile ``factors`` (hosts, levels) at ``levels``
     applied and the hosts' calibrated laws combined (:func:`calibrate`): calibrated
     quantiles and cdf, the model's mean and std. A one-host answer on a host of one core
     whose state is known serves the mean of
-    :func:`scheduler.one_host_mean.one_host_mean_seconds`: the model's, at least
+    :func:`scheduler.combined_mean.one_host_mean_seconds`: the model's, at least
     ``mean_floor_seconds`` (the running jobs' age floor, :mod:`scheduler.age_floor`),
     combined with ``record_mean_seconds`` (the mean of the record's view: the start the
-    host's record chose, idle under the arrivals' load where no job runs); ``model`` keeps
-    the model's."""
+    host's record chose, idle under the arrivals' load where no job runs). A split whose
+    view left the new arrivals unheld serves the mean of
+    :func:`scheduler.combined_mean.split_mean_seconds`, combined with ``held_mean_seconds``.
+    ``model`` keeps the model's."""
     law = calibrate(prediction, factors, levels)
     own = {f.name: getattr(prediction, f.name) for f in fields(Prediction)}
     model = {"mean": prediction.mean, "std": prediction.std,
@@ -375,6 +383,9 @@ def calibrated_prediction(prediction: Prediction, factors: Any, levels: Any = LE
     if mean_floor_seconds is not None or record_mean_seconds is not None:
         own.update(mean=one_host_mean_seconds(prediction.mean, record_mean_seconds,
                                               mean_floor_seconds))
+    elif held_mean_seconds is not None:
+        own.update(mean=split_mean_seconds(prediction.mean, held_mean_seconds))
     return CalibratedPrediction(**own, law=law, model=model,
                                 mean_floor_seconds=mean_floor_seconds,
-                                record_mean_seconds=record_mean_seconds)
+                                record_mean_seconds=record_mean_seconds,
+                                held_mean_seconds=held_mean_seconds)

@@ -18,7 +18,7 @@ split needs) with its quantiles corrected by adaptive conformal
 inference (:class:`scheduler.Calibrator`, one per task length, a row per station, pooled
 prior) on this station's own record (its mean, as a manager's one-host answer's, is the
 model's combined with ``weighted``'s on every launch after a snapshot,
-:mod:`scheduler.one_host_mean`, held first on a launch that found local jobs running at
+:mod:`scheduler.combined_mean`, held first on a launch that found local jobs running at
 least at the work plus half their ages, :mod:`scheduler.age_floor`; scaling it like the
 median made it worse on every log tried),
 apart for launches that found local jobs running and those that did not
@@ -93,8 +93,8 @@ from scheduler.backlog import Backlog
 from scheduler.backlog_weight import BacklogWeights, WeightSettings
 from scheduler.calibrated import reported_quantiles
 from scheduler.calibrated_selection import length_factors
+from scheduler.combined_mean import one_host_mean_seconds
 from scheduler.conformal import ConformalSettings, pooled_calibrator
-from scheduler.one_host_mean import one_host_mean_seconds
 from scheduler.trace_simulation import simulate_trace_many
 from scheduler.window_forecast import settle_duration
 from scheduler.workload import Trace
@@ -326,7 +326,7 @@ class _Run(SplitLaunches):
                     if window == "day":
                         p = predict([day], w, DIST, backlog=[begin])
                     else:
-                        p, _ = self._settled([k], [known], at, w, [begin],
+                        p, _, _ = self._settled([k], [known], at, w, [begin],
                                              arrivals_only=arrivals)
                         if start == "weighted" and record:
                             self._score_weights(k, at, known, float(w), backlog, realised,
@@ -349,7 +349,7 @@ class _Run(SplitLaunches):
                     continue
                 if known.running is not None:
                     # a one-host answer's mean on a one-core station whose state a snapshot
-                    # gave (scheduler.one_host_mean), held at the age floor where jobs run
+                    # gave (scheduler.combined_mean), held at the age floor where jobs run
                     means_by[DEFAULT_PREDICTOR] = one_host_mean_seconds(
                         means_by[DEFAULT_PREDICTOR], view_means[RECORD_VIEW],
                         age_floor_seconds(float(w), backlog))
@@ -362,17 +362,19 @@ class _Run(SplitLaunches):
 
     def _settled(self, rows: list[int], knowns: list, at: float, work: float,
                  backlogs: list[Backlog], shares: np.ndarray | None = None,
-                 arrivals_only: bool | list[bool] = False):
+                 arrivals_only: bool | list[bool] = False, held: bool = True):
         epoch = knowns[0].epoch_seconds
         names = [self.names[k] for k in rows]
         found: dict[str, Any] = {}
 
         def mean_for(duration: float) -> float:
             found["hosts"] = self.forecasts.hosts(rows, names, knowns, epoch, duration,
-                                                  arrivals_only=arrivals_only)
+                                                  arrivals_only=arrivals_only, held=held)
+            found["window"] = duration
             return predict_mean(found["hosts"], work, DIST, backlog=backlogs, shares=shares)
 
         settle_duration(mean_for, work)
-        # the whole law once, on the window the settled mean came from
+        # the whole law once, on the window the settled mean came from (seconds; a window's
+        # forecast can move with its length, so the rounds may stop short of a fixed point)
         return (predict(found["hosts"], work, DIST, backlog=backlogs, shares=shares),
-                found["hosts"])
+                found["hosts"], found["window"])

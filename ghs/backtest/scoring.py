@@ -41,7 +41,7 @@ JOBS_RUNNING = "+jobs-running"
 PARALLEL_CALIBRATED = {"calibrated": "uncalibrated", "calibrated-state": "weighted"}
 DEFAULT_PREDICTOR = "calibrated"
 # the view whose mean the default's is combined with at a launch after a snapshot
-# (scheduler.one_host_mean): the start the station's record chose where jobs run, idle under
+# (scheduler.combined_mean): the start the station's record chose where jobs run, idle under
 # the arrivals' load where none does, as a manager's ``record`` view
 RECORD_VIEW = "weighted"
 PREDICTORS = ("paper", "naive", "state", "forecast", "uncalibrated", "weighted", *CALIBRATED)

@@ -17,10 +17,11 @@ from ghs.backtest.scoring import (
 )
 from ghs.backtest.views import day_host, last_utilisation, snapshot_backlog
 from ghs.experiments.partition import NAIVE_MAX_UTILISATION
-from scheduler import predict
+from scheduler import predict, predict_mean
 from scheduler.backlog import Backlog
 from scheduler.calibrated import SERVED_LEVELS, calibrated_prediction, host_quantiles
 from scheduler.calibrated_selection import length_factors, shared_table
+from scheduler.combined_mean import split_mean_seconds
 from scheduler.conformal import TAIL_LEVELS, with_pooled
 from scheduler.trace_simulation import simulate_trace_many
 
@@ -63,14 +64,21 @@ class SplitLaunches:
                 self._parallel_record("naive", at, w, naive_shares, w / free.sum(), None)
             for name, (window, start) in names.items():
                 chosen = [self._start(start, k, b) for k, b in enumerate(backlogs)]
-                starts = [b for b, _ in chosen]
+                starts, arrivals = [b for b, _ in chosen], [a for _, a in chosen]
                 if window == "day":
                     p = predict(days, w, DIST, backlog=starts)
                 else:
-                    p, _ = self._settled(rows, knowns, at, w, starts,
-                                         arrivals_only=[a for _, a in chosen])
+                    # the split's view leaves the new arrivals unheld, its mean combined with
+                    # the held one's below (scheduler.combined_mean); its calibrators'
+                    # single-host launches keep the hold, as one-host answers
+                    p, _, window_seconds = self._settled(rows, knowns, at, w, starts,
+                                                         arrivals_only=arrivals, held=False)
                 q = np.array([p.quantiles[level] for level in LEVELS])
                 shares = np.asarray(p.shares)
+                served_mean = p.mean
+                if record and window != "day" and any(arrivals):
+                    served_mean = self._split_mean(p, rows, knowns, w, starts, arrivals,
+                                                   window_seconds)
                 realised, finish = self._parallel_record(name, at, w, shares, p.mean, q,
                                                          keep=record)
                 if realised is None:
@@ -84,11 +92,27 @@ class SplitLaunches:
                         reported = self._calibrate(calibrated, 0, w, at, realised, q,
                                                    float(shares.max()))
                         if record:
-                            self._parallel_record(calibrated, at, w, shares, p.mean,
+                            self._parallel_record(calibrated, at, w, shares, served_mean,
                                                   reported)
                 if name == RECOMBINED_VIEW and record:
-                    self._parallel_record(RECOMBINED, at, w, shares, p.mean,
+                    self._parallel_record(RECOMBINED, at, w, shares, served_mean,
                                           self._recombined(p))
+
+    def _split_mean(self, prediction: Any, rows: list[int], knowns: list, work: float,
+                    starts: list[Backlog], arrivals: list[bool], window_seconds: float
+                    ) -> float:
+        """The mean a manager serves for the split (seconds): the geometric mean of its
+        view's and that of the same shares with the new arrivals held to each station's
+        long-run utilisation, over the same window (:func:`split_mean_seconds`); the
+        view's own where no station's arrivals were held, as a manager's."""
+        names, epoch = [self.names[k] for k in rows], knowns[0].epoch_seconds
+        held, unheld = (self.forecasts.hosts(rows, names, knowns, epoch, window_seconds,
+                                             arrivals_only=arrivals, held=hold)
+                        for hold in (True, False))
+        if held == unheld:
+            return float(prediction.mean)
+        held_mean = predict_mean(held, work, DIST, shares=prediction.shares, backlog=starts)
+        return split_mean_seconds(prediction.mean, held_mean)
 
     def _host_shadows(self, at: float, knowns: list, backlogs: list[Backlog]) -> None:
         """A single-host shadow launch on every station at each of a manager's task lengths,
@@ -103,7 +127,8 @@ class SplitLaunches:
             for length, seconds in zip(lengths.tolist(), realised.tolist()):
                 if at + seconds > self.ends[k]:
                     continue
-                p, _ = self._settled([k], [known], at, length, [begin], arrivals_only=arrivals)
+                p, _, _ = self._settled([k], [known], at, length, [begin],
+                                        arrivals_only=arrivals)
                 q = np.array([p.quantiles[level] for level in LEVELS])
                 self._calibrate(RECOMBINED, k, length, at, seconds, q, length)
                 self._calibrate(RECOMBINED_TAIL, 0, length, at, seconds,

@@ -117,13 +117,13 @@ class Forecasts:
 
     def hosts(self, stations: list[int], names: list[str], knowns: list[Known],
               launch_epoch: float, duration_seconds: float, *,
-              arrivals_only: bool | list[bool] = False) -> list[Host]:
+              arrivals_only: bool | list[bool] = False, held: bool = True) -> list[Host]:
         """The forecast view of ``stations`` for a run of ``duration_seconds`` from launch.
 
         ``arrivals_only`` (one flag, or one per station): the load is the forecast arrival
-        rate times the pooled mean demand, at most the station's long-run utilisation,
-        leaving out the running jobs' carried load (for a start that holds them as backlog);
-        otherwise the forecast measured utilisation."""
+        rate times the pooled mean demand, with ``held`` at most the station's long-run
+        utilisation, leaving out the running jobs' carried load (for a start that holds them
+        as backlog); otherwise the forecast measured utilisation."""
         flags = arrivals_only if isinstance(arrivals_only, list) else [arrivals_only] * len(
             stations)
         rows = np.array([[2 * k, 2 * k + 1] for k in stations]).reshape(-1)
@@ -135,7 +135,8 @@ class Forecasts:
             mu, sigma = pooled_demand(known)
             if arrivals and mu is not None:
                 # as a manager's state view (ghs.manager.shadow_start.starts_of)
-                lam, rho = arrivals_load(float(lam), mu, float(held_to))
+                lam, rho = arrivals_load(float(lam), mu,
+                                         float(held_to) if held else math.nan)
             hosts.append(parameters_host(name, float(lam), float(rho), mu, sigma))
         return hosts
 

@@ -12,7 +12,8 @@ import numpy as np
 
 from ghs.manager.shadow_laws import LAW_LEVELS, LEVELS
 from ghs.manager.shadow_start import starts_of
-from scheduler import Host
+from ghs.placement import scaled
+from scheduler import Host, predict_mean
 from scheduler.backlog import Backlog
 from scheduler.calibrated_selection import length_factors, length_weights, shared_table
 from scheduler.conformal import level_name, with_pooled
@@ -53,16 +54,34 @@ class CalibratedViews:
 
     def view_hosts(self, tracks: Sequence[Any], days: Sequence[Host],
                    backlogs: Sequence[Backlog], at: Any, duration_seconds: float,
-                   mode: str = "carried"
+                   mode: str = "carried", held: bool = True
                    ) -> tuple[list[Host], list[Backlog], list[dict[str, Any]]]:
         """Each host as the calibrated predictor sees a run of ``duration_seconds`` from
         ``at`` (epoch seconds, one for all or one per host): the forecast load, the start,
         and what was used (JSON). ``mode``: ``carried`` (idle under the forecast measured
         load, which carries the jobs running now), ``state`` (the given start, its jobs held
         as backlog under the forecast load of new arrivals) or ``record`` (for a host with
-        jobs running, the start of lowest recent error on its record; else as ``state``)."""
+        jobs running, the start of lowest recent error on its record; else as ``state``).
+        ``held``: a view that holds the jobs as backlog holds the new arrivals' load to at
+        most the host's long-run utilisation (:func:`ghs.manager.shadow_start.arrivals_load`);
+        a split's own view does not (see :meth:`Queries._calibrated_view`)."""
         return self._view_of(*self._window(tracks, at, duration_seconds), tracks, days,
-                             backlogs, mode)
+                             backlogs, mode, held)
+
+    def held_split_mean(self, tracks: Sequence[Any], days: Sequence[Host],
+                        backlogs: Sequence[Backlog], at: Any, duration_seconds: float,
+                        mode: str, shares: Sequence[float], dist: str,
+                        scales: Sequence[float] | None = None) -> float | None:
+        """A split's other mean (seconds; :func:`scheduler.combined_mean.split_mean_seconds`):
+        its ``shares`` (reference-CPU-seconds per host) seen in its ``mode`` view over the
+        same window with each host's new arrivals held to its long-run utilisation. None
+        where no host's arrivals were held: the two views are then the same."""
+        hosts, starts, described = self.view_hosts(tracks, days, backlogs, at,
+                                                   duration_seconds, mode, held=True)
+        if not any(d["forecast"]["held_to_long_run"] for d in described):
+            return None
+        return predict_mean(scaled(hosts, scales), float(np.sum(shares)), dist,
+                            shares=shares, backlog=starts)
 
     def _window(self, tracks: Sequence[Any], at: Any, duration_seconds: float
                 ) -> tuple[Any, np.ndarray]:
@@ -84,10 +103,12 @@ class CalibratedViews:
         return [(window, choices) for window in found]
 
     def _view_of(self, found: Any, choices: np.ndarray, tracks: Sequence[Any],
-                 days: Sequence[Host], backlogs: Sequence[Backlog], mode: str
+                 days: Sequence[Host], backlogs: Sequence[Backlog], mode: str,
+                 held: bool = True
                  ) -> tuple[list[Host], list[Backlog], list[dict[str, Any]]]:
         values = found.value.reshape(-1, 2)
         long_run = found.long_run.reshape(-1, 2)[:, 1]
+        held_to = long_run if held else np.full(long_run.shape, np.nan)
         hosts, starts, described = [], [], []
         for k, (day, backlog) in enumerate(zip(days, backlogs)):
             busy = backlog.kind == "jobs" and bool(backlog.job_means)
@@ -99,7 +120,7 @@ class CalibratedViews:
                 choice = {"start": "state"}
             carried = choice["start"] == "carried" or backlog.kind == "idle"
             hosts.append(starts_of(day, values[k], arrivals_only=not carried,
-                                   long_run_rho=float(long_run[k])))
+                                   long_run_rho=float(held_to[k])))
             if choice["start"] == "carried":
                 starts.append(Backlog.idle())
             else:

@@ -51,9 +51,9 @@ from scheduler.age_floor import age_floor_seconds
 from scheduler.backlog import Backlog
 from scheduler.backlog_weight import BacklogWeights, WeightSettings
 from scheduler.calibrated import SERVED_LEVELS
+from scheduler.combined_mean import one_host_mean_seconds
 from scheduler.conformal import TAIL_LEVELS, ConformalSettings, pooled_calibrator
 from scheduler.host_moments import prime_host_moments
-from scheduler.one_host_mean import one_host_mean_seconds
 from scheduler.prediction import predict_hosts, single_process_means
 
 HOUR_SECONDS = 3600.0
@@ -155,7 +155,7 @@ class Calibration(CalibratedViews, ShadowOutcomes):
         self.history_days = history_days
         self.bank = ForecastBank(0)
         # the start the record chooses is scored whatever the views: a one-host answer on a
-        # host of one core combines its mean with the record view's (scheduler.one_host_mean)
+        # host of one core combines its mean with the record view's (scheduler.combined_mean)
         self.weights = BacklogWeights(0, WeightSettings(by_record=True))
         # each way of starting a host is scored and calibrated on its own
         self.views = VIEWS + (("record",) if start_by_record else ())
@@ -410,7 +410,7 @@ class Calibration(CalibratedViews, ShadowOutcomes):
             rows += [(LEDGER_NAMES[view][0], means[v], np.array(reported_all)),
                      (LEDGER_NAMES[view][1], means[v], model_q[v, :, :own])]
         # the ledger keeps what a one-host query is served: its mean combined with the
-        # record view's (scheduler.one_host_mean), its quantiles with jobs running the
+        # record view's (scheduler.combined_mean), its quantiles with jobs running the
         # envelope with the held view's (ghs.manager.envelope)
         if track.cores == 1 and plan.backlog.kind == "jobs":
             choice = int(self.weights.choose([track.row])[0])
@@ -437,7 +437,7 @@ class Calibration(CalibratedViews, ShadowOutcomes):
         """(lengths, candidates) means of every start candidate, each length on its run
         window's view: the state view's host (new arrivals' load) for the backlog at each
         weight, the carried view's idle. On a host of one core (whose answers combine their
-        mean with the record's start, scheduler.one_host_mean) the single process's exact means;
+        mean with the record's start, scheduler.combined_mean) the single process's exact means;
         on several, integrated, and only where the ``record`` view reads them (else None)."""
         one_core = held[0].cores == 1
         if not (one_core or "record" in self.views):

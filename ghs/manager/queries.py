@@ -127,8 +127,11 @@ class QueryService:
         per-host descriptions). The start (``scheduler.start_choice``): ``auto`` carries
         the running jobs in the measured load when the task has one host, and holds them as
         each host's backlog when it is split over several (the split must see which hosts
-        are busy now); the back-tests chose both. ``scales``: each host's load scaling by
-        where its processes run (``ghs.placement.load_scales``), applied to the forecast.
+        are busy now); the back-tests chose both, and that a split's view leaves the new
+        arrivals' load unheld where a one-host view holds it to the long-run level
+        (:func:`ghs.manager.shadow_start.arrivals_load`). ``scales``: each host's load
+        scaling by where its processes run (``ghs.placement.load_scales``), applied to the
+        forecast.
         ``age_floor``: a fresh answer for one host of one core holds its mean at the work
         plus half the running jobs' ages (:mod:`scheduler.age_floor`); not an ETA, whose
         record was not measured with it."""
@@ -143,9 +146,11 @@ class QueryService:
         at = np.array([self.calibration.latest_seen.get(h.name) or now for h in chosen])
         duration = predict_mean(list(chosen), work_seconds, self.settings.distribution,
                                 backlog=starts_in)
+        one_host = len(chosen) == 1
         for _ in range(2):
+            window = duration  # what the hosts were seen over
             hosts, starts, described = self.calibration.view_hosts(tracks, chosen, starts_in,
-                                                                   at, duration, mode)
+                                                                   at, window, mode, one_host)
             hosts = scaled(hosts, scales)
             result = predict_with(hosts, starts)
             prediction = result.prediction if hasattr(result, "prediction") else result
@@ -165,7 +170,7 @@ class QueryService:
         if age_floor and mode == "carried" and len(kept) == 1 \
                 and chosen[kept[0]].cores == 1 and starts_in[kept[0]].kind == "jobs":
             # one core whose state a fresh snapshot gave: the mean combined with the record
-            # view's (scheduler.one_host_mean), seen over the same window; where jobs run,
+            # view's (scheduler.combined_mean), seen over the same window; where jobs run,
             # held first at their age floor
             one = kept[0]
             floor = age_floor_seconds(float(prediction.dedicated_seconds[0]),
@@ -181,8 +186,15 @@ class QueryService:
             record = predict_mean(scaled(held, None if scales is None else [scales[one]]),
                                   work_seconds, self.settings.distribution, backlog=starts)
             described[one]["record_start"] = {**seen[0], "mean_seconds": record}
+        split_held = None
+        if age_floor and len(kept) > 1:
+            # the split's mean combined with the held view's (scheduler.combined_mean)
+            split_held = self.calibration.held_split_mean(
+                [tracks[k] for k in kept], [chosen[k] for k in kept],
+                [starts_in[k] for k in kept], at[kept], window, mode, prediction.shares,
+                self.settings.distribution, None if scales is None else [scales[k] for k in kept])
         calibrated = calibrated_prediction(prediction, factors, self.calibration.levels,
-                                           floor, record)
+                                           floor, record, split_held)
         for i, (k, detail, envelope) in enumerate(zip(kept, applied, envelopes)):
             described[k]["calibration"] = detail if envelope is None else {
                 **detail, "envelope": envelope,

@@ -444,7 +444,7 @@ def test_the_defaults_mean_combines_the_age_floor_and_the_record():
     finds it running with some 46 h or more of CPU used, so the carried view's mean is held
     at the work plus half that (scheduler.age_floor), where the view (forecast, the same mean
     before the floor) says less, and the default serves the geometric mean of that and the
-    mean of the start the station's record chose (``weighted``; scheduler.one_host_mean)."""
+    mean of the start the station's record chose (``weighted``; scheduler.combined_mean)."""
     rows = [r for r in _rows(5, 2.0, rate_per_hour=2.0, mean_seconds=200.0)
             if r[0] < HOUR] + [(HOUR + 1.0, 5 * 86400.0, "u9", "long")]
     rows += [(6 * 86400.0 + 10.0 * k, 1.0, "u0", "c0") for k in range(3)]
@@ -482,3 +482,56 @@ def test_a_forecast_of_almost_no_arrivals_beside_a_busy_cpu_is_a_host_not_an_err
     assert host.sigma == MAX_DEMAND_SECONDS
     # an ordinary one is as before
     assert parameters_host("s", 0.01, 0.5, None, None).mu == pytest.approx(0.02)
+
+
+def test_a_splits_own_view_leaves_the_new_arrivals_unheld():
+    """A week at utilisation 0.1, then a day's burst at 0.9: the view that holds a station's
+    jobs as its backlog expects new arrivals at most at the long-run level for a single-host
+    launch, and at the forecast for a split's own view (on LCG's busy stations the long-run
+    level under-read the hours the shares ran)."""
+    from ghs.backtest.views import Forecasts
+    from ghs.backtest.world import Known
+    from sensors.templates import TemplateBook
+
+    hours = 7 * 24
+    rho = np.where(np.arange(hours) >= 6 * 24, 0.9, 0.1)
+    mean_demand_seconds = 300.0
+    count = rho * HOUR / mean_demand_seconds
+    measured = {"end_time": (np.arange(hours) + 1.0) * HOUR, "interval_seconds": np.full(
+        hours, HOUR), "rho": rho, "lam": count / HOUR, "service_count": count,
+        "service_sum_seconds": count * mean_demand_seconds,
+        "service_sum_squares": count * 2 * mean_demand_seconds ** 2}
+    known = Known(hours * HOUR, measured, None, TemplateBook(HOUR), ())
+    forecasts = Forecasts(1)
+    forecasts.update([known])
+    view = {held: forecasts.hosts([0], ["s"], [known], known.epoch_seconds, 40 * HOUR,
+                                  arrivals_only=True, held=held)[0] for held in (True, False)}
+    long_run = (6 * 0.1 + 0.9) / 7
+    assert view[True].rho == pytest.approx(long_run, rel=1e-6)
+    assert view[False].rho > 0.5  # the battery's answer after a day of burst
+    carried = forecasts.hosts([0], ["s"], [known], known.epoch_seconds, 40 * HOUR)[0]
+    assert carried == forecasts.hosts([0], ["s"], [known], known.epoch_seconds, 40 * HOUR,
+                                      held=False)[0]
+
+
+def test_a_splits_served_mean_combines_its_view_with_the_held_one():
+    """The split's view leaves the new arrivals as forecast; what it serves (``calibrated``,
+    ``calibrated-hosts``) has the geometric mean of that view's mean and the held view's of
+    the same shares (scheduler.combined_mean): never above the view's, below it wherever a
+    station's forecast arrivals were above its long-run level, the same shares and outcome."""
+    stations = [Station(f"s{k}", tuple(_rows(11 + k, 4.0, rate_per_hour=4.0)))
+                for k in range(2)]
+    body = run_backtest(stations, ["a.csv", "b.csv"], [HOUR, 3 * HOUR], BacktestSettings(
+        start_seconds=24 * HOUR, every_seconds=3 * HOUR, sensor=LIGHT,
+        calibration_lengths_seconds=(HOUR, 3 * HOUR), parallel=True))
+    view = {(r["launch_seconds"], r["work"]): r for r in body["launches"]
+            if r["predictor"] == "uncalibrated"}
+    below = 0
+    for name in ("calibrated", RECOMBINED):
+        for record in (r for r in body["launches"] if r["predictor"] == name):
+            own = view[record["launch_seconds"], record["work"]]
+            assert record["shares"] == own["shares"]
+            assert record["realised_seconds"] == own["realised_seconds"]
+            assert record["mean"] <= own["mean"] * (1 + 1e-9)
+            below += record["mean"] < own["mean"] * (1 - 1e-6)
+    assert below >= 4

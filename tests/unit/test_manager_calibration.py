@@ -85,7 +85,7 @@ def test_every_hour_of_the_record_is_a_launch_scored_on_what_the_jobs_left(fed):
         assert 0 < apart < n
         assert calibration.calibrators["carried"][j].scored[track.row, 0] + apart == n
     # the start candidates are scored on every launch that found jobs running: a one-host
-    # answer's mean reads the start the record chooses (scheduler.one_host_mean)
+    # answer's mean reads the start the record chooses (scheduler.combined_mean)
     assert 0 < calibration.weights.scored[track.row] < n
     # advancing again makes nothing new: the record is incremental
     assert calibration.advance("ws1", 1) == 0
@@ -376,7 +376,7 @@ def test_the_record_chooses_the_start_only_when_asked(fed):
 
 def test_the_record_view_of_a_host_with_no_job_running_is_the_arrivals_load(fed):
     """After a fresh snapshot that shows no job, the record's view (what a one-core host's
-    one-host mean is combined with, scheduler.one_host_mean) starts idle under the new
+    one-host mean is combined with, scheduler.combined_mean) starts idle under the new
     arrivals' load, as the state view does, where the carried view reads the measured
     utilisation: two estimates of the run window's load."""
     from scheduler.backlog import Backlog
@@ -426,3 +426,54 @@ def test_a_split_serves_its_hosts_the_geometric_mean_of_their_factors(fed):
     assert (part[0] == alone[0]).all() and "shared" not in applied[0]
     one, applied = calibration.factors([scored], [3600.0], "state", shared=True)
     assert (one[0] == alone[0]).all() and "shared" not in applied[0]
+
+
+def test_a_split_answer_leaves_the_new_arrivals_unheld_where_one_host_holds_them():
+    """A host a day and a half quiet, then half a day's burst: a split's own view (its jobs
+    held as backlog) expects new arrivals at the forecast, where the one-host answer's record
+    view holds them to the long-run level (ghs.backtest.split: LCG's 8-station splits). The
+    split's mean is combined with that of its shares in the held view
+    (scheduler.combined_mean), and a client rebuilds the same."""
+    from ghs.answers import model_assumptions
+    from ghs.client import _rebuild_prediction
+    from ghs.config import SchedulerConfig
+    from ghs.manager.estimates import EstimateCache
+    from ghs.manager.queries import QueryService
+
+    def bursting(seed):
+        quiet = poisson_jobs(1.5, utilisation=0.1, mean_cpu_seconds=300.0, cov=2.0, seed=seed)
+        return quiet + [(arrival + 1.5 * 86400.0, cpu, user, command) for arrival, cpu, user,
+                        command in poisson_jobs(0.5, utilisation=0.9, mean_cpu_seconds=300.0,
+                                                cov=2.0, seed=seed + 1)]
+
+    end = ZERO_EPOCH_SECONDS + 2 * 86400.0
+    store = ManagerStore(None)
+    feeds = [ManagerFeed(store, "ws1", bursting(4)), ManagerFeed(store, "ws2", bursting(6))]
+    try:
+        for feed in feeds:
+            feed.run_until(end)
+        queries = QueryService(EstimateCache(store), SchedulerConfig(),
+                               stale_after_seconds=600.0, clock=lambda: end)
+        while queries.refresh() > 0:
+            pass
+        alone = queries.predict(3600.0, hosts=["ws1"])["host_parameters"][0]["predictor_view"]
+        record = alone["record_start"]["forecast"]
+        assert record["load"] == "arrivals" and record["held_to_long_run"]
+        body = queries.predict(3600.0, hosts=["ws1", "ws2"])
+        view = {row["name"]: row for row in body["host_parameters"]}["ws1"]
+        forecast = view["predictor_view"]["forecast"]
+        assert forecast["load"] == "arrivals" and not forecast["held_to_long_run"]
+        assert view["rho"] > forecast["long_run_rho"] + 0.2
+        held = body["held_mean_seconds"]
+        assert held < 0.9 * body["model"]["mean"]  # less new work where the burst is held
+        assert body["mean"] == pytest.approx(np.sqrt(held * body["model"]["mean"]), rel=1e-12)
+        rebuilt = _rebuild_prediction(body)
+        assert rebuilt.mean == pytest.approx(body["mean"], rel=1e-9)
+        assert "long-run utilisation" in model_assumptions(
+            rebuilt, "manager forecast").start_state
+        # the quantiles stay the view's, calibrated: the mean alone is combined
+        assert body["quantiles"]["p90"] == pytest.approx(rebuilt.quantiles["p90"], rel=1e-9)
+    finally:
+        for feed in feeds:
+            feed.close()
+        store.close()

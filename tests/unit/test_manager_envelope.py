@@ -82,7 +82,7 @@ def test_the_ledger_keeps_the_envelope_the_queries_serve(fed):  # noqa: F811
 
 def test_the_ledger_keeps_the_mean_a_one_host_query_is_served(fed):  # noqa: F811
     """A shadow launch is written with the mean a one-host query is served then
-    (scheduler.one_host_mean). With jobs running: the carried view's, held at the work plus
+    (scheduler.combined_mean). With jobs running: the carried view's, held at the work plus
     half the running jobs' ages, combined (geometric mean) with the mean of the start the
     host's record chose, one of the candidates from the backlog at weight 0 (at least the
     work) to the whole of it (the state view's mean) and the carried start (the carried

@@ -200,7 +200,7 @@ def test_a_one_host_answer_holds_its_mean_at_the_running_jobs_age_floor(tmp_path
     """A host whose fresh snapshot holds a job that has used 10 h of CPU: the one-host answer
     holds the carried view's mean at the work plus half that (scheduler.age_floor) and
     serves its geometric mean with the mean of the start the host's record chose (no record
-    yet: the carried start; scheduler.one_host_mean), says so in its JSON and assumptions, and
+    yet: the carried start; scheduler.combined_mean), says so in its JSON and assumptions, and
     the client rebuilds the same mean."""
     store = ManagerStore(tmp_path / "m.sqlite")
     store.upsert_host(facts("h0", seen=time.time()))
@@ -246,7 +246,7 @@ def test_a_one_host_answer_holds_its_mean_at_the_running_jobs_age_floor(tmp_path
 def test_a_one_host_answer_on_an_idle_core_combines_the_two_loads(tmp_path):
     """A one-core host whose fresh snapshot shows no job: the answer's mean is the geometric
     mean of the carried view's (idle under the forecast measured utilisation) and the
-    record view's (idle under the new arrivals' load; scheduler.one_host_mean), with no
+    record view's (idle under the new arrivals' load; scheduler.combined_mean), with no
     floor, and its JSON and assumptions say so. A host of two cores, and one without a fresh
     snapshot, are served the carried view's mean alone."""
     store = ManagerStore(tmp_path / "m.sqlite")

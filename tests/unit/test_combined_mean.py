@@ -1,4 +1,4 @@
-"""A one-host answer's mean on a host of one core (scheduler.one_host_mean), and the long-run
+"""A one-host answer's and a split's served means (scheduler.combined_mean), and the long-run
 level a view that holds the running jobs as a backlog holds its new arrivals to
 (scheduler.forecast's ``long_run``, ghs.manager.shadow_start.arrivals_load)."""
 
@@ -12,9 +12,9 @@ import pytest
 from ghs.manager.shadow_start import arrivals_load, starts_of
 from scheduler import ForecastBank, Host, predict
 from scheduler.calibrated import SERVED_LEVELS, calibrated_prediction
+from scheduler.combined_mean import one_host_mean_seconds, split_mean_seconds
 from scheduler.errors import InvalidArgumentError
 from scheduler.forecasters import ForecastSettings
-from scheduler.one_host_mean import one_host_mean_seconds
 
 HOUR = 3600.0
 
@@ -27,6 +27,14 @@ def test_the_mean_is_the_geometric_mean_of_the_floored_view_and_the_records():
     # no record: the view's mean at its floor
     assert one_host_mean_seconds(100.0, None, 250.0) == 250.0
     assert one_host_mean_seconds(100.0, None) == 100.0
+
+
+def test_a_splits_mean_is_the_geometric_mean_of_its_view_and_the_held_one():
+    assert split_mean_seconds(100.0, 400.0) == pytest.approx(200.0)
+    assert split_mean_seconds(100.0, None) == 100.0  # no host held: the view's alone
+    with pytest.raises(InvalidArgumentError) as raised:
+        split_mean_seconds(100.0, float("nan"))
+    assert raised.value.field == "held_mean_seconds"
 
 
 @pytest.mark.parametrize("args, field", [
