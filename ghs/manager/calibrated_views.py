@@ -14,6 +14,7 @@ from ghs.manager.shadow_laws import LAW_LEVELS, LEVELS
 from ghs.manager.shadow_start import starts_of
 from ghs.placement import scaled
 from scheduler import Host, predict_mean
+from scheduler.age_floor import AGE_FLOOR_FACTOR, age_floor_seconds
 from scheduler.backlog import Backlog
 from scheduler.calibrated_selection import length_factors, length_weights, shared_table
 from scheduler.conformal import level_name, with_pooled
@@ -67,6 +68,27 @@ class CalibratedViews:
         a split's own view does not (see :meth:`Queries._calibrated_view`)."""
         return self._view_of(*self._window(tracks, at, duration_seconds), tracks, days,
                              backlogs, mode, held)
+
+    def one_host_means(self, track: Any, day: Host, backlog: Backlog, at: float,
+                       duration_seconds: float, prediction: Any, dist: str,
+                       scale: float | None, described: dict[str, Any]
+                       ) -> tuple[float | None, float]:
+        """(age floor or None, the record view's mean), seconds, that a one-host answer's mean
+        on a host of one core whose state a fresh snapshot gave is combined with
+        (:func:`scheduler.combined_mean.one_host_mean_seconds`): the floor where jobs run,
+        and the record's view of the same work over the same window. Each is described in
+        ``described`` (``mean_floor``, ``record_start``)."""
+        floor = age_floor_seconds(float(prediction.dedicated_seconds[0]), backlog, day.cores)
+        if floor is not None:
+            described["mean_floor"] = {"seconds": floor, "factor": AGE_FLOOR_FACTOR,
+                                       "job_ages_seconds": list(backlog.job_ages),
+                                       "applied": floor > prediction.mean}
+        held, starts, seen = self.view_hosts([track], [day], [backlog], np.array([at]),
+                                             duration_seconds, "record")
+        record = predict_mean(scaled(held, None if scale is None else [scale]),
+                              float(np.sum(prediction.shares)), dist, backlog=starts)
+        described["record_start"] = {**seen[0], "mean_seconds": record}
+        return floor, record
 
     def held_split_mean(self, tracks: Sequence[Any], days: Sequence[Host],
                         backlogs: Sequence[Backlog], at: Any, duration_seconds: float,

@@ -30,7 +30,6 @@ from protocol import (
     ReportRequest,
 )
 from scheduler import Backlog, Host, Prediction, predict, predict_mean, schedule
-from scheduler.age_floor import AGE_FLOOR_FACTOR, age_floor_seconds
 from scheduler.calibrated import calibrated_prediction
 from scheduler.calibrated_selection import SelectionCalibration
 from scheduler.eta import remaining
@@ -169,23 +168,12 @@ class QueryService:
         floor = record = None
         if age_floor and mode == "carried" and len(kept) == 1 \
                 and chosen[kept[0]].cores == 1 and starts_in[kept[0]].kind == "jobs":
-            # one core whose state a fresh snapshot gave: the mean combined with the record
-            # view's (scheduler.combined_mean), seen over the same window; where jobs run,
-            # held first at their age floor
+            # one core whose state a fresh snapshot gave (scheduler.combined_mean)
             one = kept[0]
-            floor = age_floor_seconds(float(prediction.dedicated_seconds[0]),
-                                      starts_in[one], chosen[one].cores)
-            if floor is not None:
-                described[one]["mean_floor"] = {
-                    "seconds": floor, "factor": AGE_FLOOR_FACTOR,
-                    "job_ages_seconds": list(starts_in[one].job_ages),
-                    "applied": floor > prediction.mean}
-            held, starts, seen = self.calibration.view_hosts(
-                [tracks[one]], [chosen[one]], [starts_in[one]], at[one:one + 1], duration,
-                "record")
-            record = predict_mean(scaled(held, None if scales is None else [scales[one]]),
-                                  work_seconds, self.settings.distribution, backlog=starts)
-            described[one]["record_start"] = {**seen[0], "mean_seconds": record}
+            floor, record = self.calibration.one_host_means(
+                tracks[one], chosen[one], starts_in[one], at[one], duration, prediction,
+                self.settings.distribution, None if scales is None else scales[one],
+                described[one])
         split_held = None
         if age_floor and len(kept) > 1:
             # the split's mean combined with the held view's (scheduler.combined_mean)
