@@ -175,8 +175,8 @@ class QueryService:
                 self.settings.distribution, None if scales is None else scales[one],
                 described[one])
         split_held = None
-        if age_floor and len(kept) > 1:
-            # the split's mean combined with the held view's (scheduler.combined_mean)
+        if age_floor and not one_host:
+            # a split's (or a pool's pick's) mean combined with the held view's
             split_held = self.calibration.held_split_mean(
                 [tracks[k] for k in kept], [chosen[k] for k in kept],
                 [starts_in[k] for k in kept], at[kept], window, mode, prediction.shares,
