@@ -71,14 +71,14 @@ class SplitLaunches:
                     # the split's view leaves the new arrivals unheld, its mean combined with
                     # the held one's below (scheduler.combined_mean); its calibrators'
                     # single-host launches keep the hold, as one-host answers
-                    p, _, window_seconds = self._settled(rows, knowns, at, w, starts,
-                                                         arrivals_only=arrivals, held=False)
+                    p, seen, window_seconds = self._settled(rows, knowns, at, w, starts,
+                                                            arrivals_only=arrivals, held=False)
                 q = np.array([p.quantiles[level] for level in LEVELS])
                 shares = np.asarray(p.shares)
                 served_mean = p.mean
                 if record and window != "day" and any(arrivals):
-                    served_mean = self._split_mean(p, rows, knowns, w, starts, arrivals,
-                                                   window_seconds)
+                    served_mean = self._split_mean(p, seen, rows, knowns, w, starts,
+                                                   arrivals, window_seconds)
                 realised, finish = self._parallel_record(name, at, w, shares, p.mean, q,
                                                          keep=record)
                 if realised is None:
@@ -98,17 +98,17 @@ class SplitLaunches:
                     self._parallel_record(RECOMBINED, at, w, shares, served_mean,
                                           self._recombined(p))
 
-    def _split_mean(self, prediction: Any, rows: list[int], knowns: list, work: float,
-                    starts: list[Backlog], arrivals: list[bool], window_seconds: float
-                    ) -> float:
+    def _split_mean(self, prediction: Any, unheld: list, rows: list[int], knowns: list,
+                    work: float, starts: list[Backlog], arrivals: list[bool],
+                    window_seconds: float) -> float:
         """The mean a manager serves for the split (seconds): the geometric mean of its
-        view's and that of the same shares with the new arrivals held to each station's
-        long-run utilisation, over the same window (:func:`split_mean_seconds`); the
-        view's own where no station's arrivals were held, as a manager's."""
-        names, epoch = [self.names[k] for k in rows], knowns[0].epoch_seconds
-        held, unheld = (self.forecasts.hosts(rows, names, knowns, epoch, window_seconds,
-                                             arrivals_only=arrivals, held=hold)
-                        for hold in (True, False))
+        view's (``unheld``: its hosts, seen over ``window_seconds``) and that of the same
+        shares with the new arrivals held to each station's long-run utilisation, over the
+        same window (:func:`split_mean_seconds`); the view's own where no station's arrivals
+        were held, as a manager's."""
+        held = self.forecasts.hosts(rows, [self.names[k] for k in rows], knowns,
+                                    knowns[0].epoch_seconds, window_seconds,
+                                    arrivals_only=arrivals)
         if held == unheld:
             return float(prediction.mean)
         held_mean = predict_mean(held, work, DIST, shares=prediction.shares, backlog=starts)

@@ -65,7 +65,7 @@ class CalibratedViews:
         jobs running, the start of lowest recent error on its record; else as ``state``).
         ``held``: a view that holds the jobs as backlog holds the new arrivals' load to at
         most the host's long-run utilisation (:func:`ghs.manager.shadow_start.arrivals_load`);
-        a split's own view does not (see :meth:`Queries._calibrated_view`)."""
+        a split's own view does not (see ``QueryService._calibrated_view``)."""
         return self._view_of(*self._window(tracks, at, duration_seconds), tracks, days,
                              backlogs, mode, held)
 
