@@ -101,7 +101,7 @@ from scheduler.workload import Trace
 
 # the calibrators whose launches are scored against the factors as they stand when each
 # outcome is known, as the manager's state view and pooled far tail are
-# (ghs.manager.calibration.STANDING_VIEWS says why): what a split reads and the single-host
+# (ghs.manager.shadow_plans.STANDING_VIEWS says why): what a split reads and the single-host
 # envelope's held view; the others against the quantiles their launch was served
 STANDING = (RECOMBINED, RECOMBINED_TAIL, *ENVELOPE.values())
 

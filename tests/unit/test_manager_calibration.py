@@ -169,8 +169,8 @@ def test_a_host_with_jobs_running_reads_the_calibrators_of_such_launches(fed):
 
 
 def test_a_launch_past_the_far_tail_is_a_miss_before_it_ends():
-    from ghs.manager.calibration import _Shadow
     from ghs.manager.realised import Outcomes
+    from ghs.manager.shadow_plans import ShadowLaunch
     from scheduler.conformal import pooled_calibrator
 
     store = ManagerStore(None)
@@ -181,7 +181,7 @@ def test_a_launch_past_the_far_tail_is_a_miss_before_it_ends():
     track = calibration.track("ws", 1)
     # two hours without a free second: a 15-minute task launched at 0 has not ended
     stalled = series([0.0] * 120)
-    track.pending = [_Shadow(0.0, 0, 900.0, np.array([1000.0, 1500.0, 2000.0]), None,
+    track.pending = [ShadowLaunch(0.0, 0, 900.0, np.array([1000.0, 1500.0, 2000.0]), None,
                              "carried", tail=np.array([2400.0, 3000.0, 4000.0]))]
     own, tail = calibration.calibrators["carried"][0], calibration.tails["carried"][0]
     calibration._settle("ws", track, Outcomes(stalled), 2500.0)
@@ -204,15 +204,15 @@ def test_the_far_tail_is_scored_at_its_factor_as_it_stands_when_the_outcome_is_k
     that each take 3,000 s, their outcomes arriving together: scored at the launch's factor,
     all 200 would miss and the factor would run to e^20; scored at the factor as it moves,
     it stops near the factor that covers them (3)."""
-    from ghs.manager.calibration import _Shadow
     from ghs.manager.realised import Outcomes
+    from ghs.manager.shadow_plans import ShadowLaunch
 
     store = ManagerStore(None)
     calibration = Calibration(store, lengths_seconds=(900.0, 3600.0))
     track = calibration.track("ws", 1)
     # a minute in four free from the start: each 15 min task takes 3,000 s (to its start)
     busy = series([15.0] * 24 * 60)
-    track.pending = [_Shadow(60.0 * k, 0, 900.0, np.array([1000.0, 1000.0, 1000.0]), None,
+    track.pending = [ShadowLaunch(60.0 * k, 0, 900.0, np.array([1000.0, 1000.0, 1000.0]), None,
                              "carried", tail=np.array([1000.0])) for k in range(200)]
     calibration._settle("ws", track, Outcomes(busy), 86400.0)
     tail = calibration.tails["carried"][0]
@@ -231,8 +231,8 @@ def test_a_split_views_own_levels_are_scored_at_their_factors_as_they_stand(view
     e^19 (p90 e^18, p50 e^10); scored at the factors as they move, each stops near the one
     that covers them (3). The carried view, what a one-host answer serves, is scored
     against the quantiles served at launch: all 200 miss."""
-    from ghs.manager.calibration import _Shadow
     from ghs.manager.realised import Outcomes
+    from ghs.manager.shadow_plans import ShadowLaunch
 
     store = ManagerStore(None)
     calibration = Calibration(store, lengths_seconds=(900.0, 3600.0))
@@ -240,7 +240,7 @@ def test_a_split_views_own_levels_are_scored_at_their_factors_as_they_stand(view
     busy = series([15.0] * 24 * 60)
     base = np.array([1000.0, 1000.0, 1000.0])
     served = None if view == "state" else (base, base)
-    track.pending = [_Shadow(60.0 * k, 0, 900.0, base, None, view, tail=np.array([1000.0]),
+    track.pending = [ShadowLaunch(60.0 * k, 0, 900.0, base, None, view, tail=np.array([1000.0]),
                              at_launch=served) for k in range(200)]
     calibration._settle("ws", track, Outcomes(busy), 86400.0)
     own = calibration.calibrators[view][0]
