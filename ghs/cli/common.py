@@ -121,8 +121,9 @@ class DurationType(click.ParamType):
 
     def convert(self, value: Any, param: click.Parameter | None,
                 ctx: click.Context | None) -> float:
-        named = param is not None and param.name
-        label = f"--{param.name.replace('_', '-')}" if named else "value"
+        # the flag as a user types it (a parameter's name can differ: --work is "works")
+        flags = [opt for opt in param.opts if opt.startswith("--")] if param is not None else []
+        label = flags[0] if flags else "value"
         if isinstance(value, float):
             seconds = value
         else:

@@ -85,6 +85,8 @@ def test_saturated_hosts_are_reported(tmp_path):
         (["predict", "--hosts-file", EXAMPLE, "--work", "0"], "outside the allowed range (0 s"),
         (["predict", "--hosts-file", EXAMPLE, "--work", "-5h"], "outside the allowed range"),
         (["predict", "--hosts-file", EXAMPLE, "--work", "soon"], "cannot parse"),
+        # the flag as typed, not the parameter's name ("works")
+        (["backtest", "--trace", EXAMPLE, "--work", "soon"], "--work: cannot parse"),
         (["predict", "--hosts-file", EXAMPLE, "--work", "1h", "--host", "nope"],
          "unknown host 'nope'"),
         (["predict", "--work", "1h"], "--hosts-file"),
