@@ -130,16 +130,15 @@ def run_backtest(stations: Sequence[Station], keys: Sequence[str], works: Sequen
     if settings.end_seconds is not None:
         stations = [Station(s.name, tuple(r for r in s.rows if r[0] < settings.end_seconds),
                             s.header_zero_epoch_seconds) for s in stations]
-        empty = [key for key, s in zip(keys, stations) if not s.rows]
-        if empty:
-            raise BacktestError(
-                f"{len(empty)} of {len(stations)} stations have no job before --end "
-                f"{settings.end_seconds:g} s ({', '.join(empty[:3])}"
-                f"{', ...' if len(empty) > 3 else ''}): end later, or cut the log into "
-                f"fewer stations", field="end", value=settings.end_seconds)
-    traces = [Trace(np.array([r[0] for r in s.rows]), np.array([r[1] for r in s.rows]))
-              for s in stations]
-    ends = np.array([float(t.arrival_seconds[-1]) for t in traces])
+    if not any(s.rows for s in stations):
+        raise BacktestError(
+            f"none of the {len(stations)} stations has a job"
+            + ("" if settings.end_seconds is None
+               else f" before --end {settings.end_seconds:g} s")
+            + ": end later, or give other logs", field="end", value=settings.end_seconds)
+    traces = [Trace(np.array([r[0] for r in s.rows], dtype=float),
+                    np.array([r[1] for r in s.rows], dtype=float)) for s in stations]
+    ends = _station_ends(traces)
     check_span(float(ends.max()), settings)
     launches = np.arange(settings.start_seconds, ends.max(), settings.every_seconds)
     if settings.last_launch_seconds is not None:
@@ -173,6 +172,17 @@ def run_backtest(stations: Sequence[Station], keys: Sequence[str], works: Sequen
     summary = [{**row, "mode": run.mode} for row in summarise(run.records)]
     return {"default_predictor": DEFAULT_PREDICTOR, "mode": run.mode,
             "stations": list(keys), "launches": run.records, "summary": summary}
+
+
+def _station_ends(traces: Sequence[Trace]) -> np.ndarray:
+    """Log seconds to which each station's record is known: its last job's arrival (what
+    came after it is not in its log). A station with no job at all (a cut of a log that
+    gave it none, or none before --end) is an idle workstation known as far as the busiest
+    log goes: the latest of the other stations' ends, not --end itself, so it never moves
+    the launches the others allow."""
+    ends = np.array([float(t.arrival_seconds[-1]) if t.arrival_seconds.size else np.nan
+                     for t in traces])
+    return np.where(np.isnan(ends), np.nanmax(ends), ends)
 
 
 class _Run(SplitLaunches):

@@ -168,13 +168,42 @@ def test_bad_requests_are_one_line_errors(tmp_path):
                         (["--manager", "tcp://127.0.0.1:1", "--work", "1h", "--shadow-every",
                           "1h"], "--shadow-every goes with --trace"),
                         (["--trace", path, "--work", "1h", "--start", "30d"], "no launch"),
-                        (["--trace", path, "--trace", late, "--work", "1h", "--end", "2d"],
-                         f"1 of 2 stations have no job before --end 172800 s ({late})"),
+                        (["--trace", late, "--work", "1h", "--end", "2d"],
+                         "none of the 1 stations has a job before --end 172800 s"),
                         (["--trace", far, "--work", "1h"], "launch moments, over 100,000; cut "
                                                            "them with --end")):
         result = CliRunner().invoke(main, ["backtest", *args])
         assert result.exit_code == 2, result.output
         assert words in result.output and "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("parallel", [False, True])
+def test_a_station_with_no_job_is_an_idle_workstation(parallel):
+    """A station given no job (a log cut more ways than it has users, or none before --end)
+    is replayed as idle as far as the other stations' logs go: a task there takes its
+    dedicated time, and it is scored beside the others (it stopped the back-test before)."""
+    busy = Station("busy", tuple(_rows(1, 3.0)), 0.0)
+    idle = Station("idle", (), 0.0)
+    settings = BacktestSettings(start_seconds=24 * HOUR, every_seconds=6 * HOUR,
+                                sensor=LIGHT, parallel=parallel)
+    out = run_backtest([busy, idle], ["busy", "idle"], [HOUR], settings)
+    last_job = busy.rows[-1][0]
+    launches = {r["launch_seconds"] for r in out["launches"]}
+    assert launches and max(launches) < last_job
+    if not parallel:
+        on_idle = [r for r in out["launches"] if list(r["shares"]) == ["idle"]]
+        assert {r["launch_seconds"] for r in on_idle} == launches
+        for r in on_idle:
+            assert r["realised_seconds"] == HOUR
+            if r["predictor"] in ("paper", "naive"):
+                assert r["mean"] == pytest.approx(HOUR)
+        return
+    for r in out["launches"]:
+        # the idle station's share runs undisturbed: the task ends with it or the busy one's
+        assert r["realised_seconds"] >= r["shares"]["idle"] - 1e-9
+        if r["predictor"] == "naive":
+            # dedicated / (1 - utilisation): the idle station takes the larger share
+            assert r["shares"]["idle"] >= r["shares"]["busy"]
 
 
 def test_hourly_shadow_launches_teach_the_calibrators_and_nothing_else():
