@@ -100,6 +100,10 @@ def backtest(ctx, endpoint, hosts, traces, works, launch_every, start, shadow_ev
                                     3600.0 if shadow_every is None else shadow_every),
                                 calibration_lengths_seconds=tuple(calibrate_at) or None)
     result = run_backtest(found, keys, list(works), settings)
+    if not result["launches"]:
+        # (the experiments read an empty back-test as no outcome; a person gets an error)
+        fail(f"no launch was scored: no task launched from --start {start:g} s finished "
+             "inside its stations' logs; start earlier, or give longer logs")
     _render(result, plot_path, as_json, show_backtest, plot_backtest)
 
 

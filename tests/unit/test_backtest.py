@@ -168,6 +168,9 @@ def test_bad_requests_are_one_line_errors(tmp_path):
                         (["--manager", "tcp://127.0.0.1:1", "--work", "1h", "--shadow-every",
                           "1h"], "--shadow-every goes with --trace"),
                         (["--trace", path, "--work", "1h", "--start", "30d"], "no launch"),
+                        # a task that cannot finish inside the log: an empty table, exit 0
+                        (["--trace", path, "--work", "20h", "--start", "12h"],
+                         "no launch was scored: no task launched from --start 43200 s"),
                         (["--trace", late, "--work", "1h", "--end", "2d"],
                          "none of the 1 stations has a job before --end 172800 s"),
                         (["--trace", far, "--work", "1h"], "launch moments, over 100,000; cut "
