@@ -46,11 +46,14 @@ class ReplayError(GhsError):
 @dataclass(frozen=True)
 class Station:
     """One replayed workstation: ``rows`` are (arrival, cpu_seconds, user, command) on the
-    log's clock (seconds from its zero), sorted by arrival."""
+    log's clock (seconds from its zero), sorted by arrival. ``end_seconds``: how far the log
+    it was cut from goes on that clock (the log's last arrival), to which the station is
+    known, idle after its own last job; None: its own last job (a CSV is its own log)."""
 
     name: str
     rows: tuple[tuple[float, float, str, str], ...]
     header_zero_epoch_seconds: float | None = None
+    end_seconds: float | None = None
 
 
 def read_stations(paths: list[str], *, stations: int = 1, utilisation: float = 0.3
@@ -97,7 +100,7 @@ def _swf_stations(path: str, stem: str, stations: int, utilisation: float) -> li
                      for a, c, u, x in zip(trace.arrival_seconds.tolist(),
                                            trace.cpu_seconds.tolist(), users, executables))
         name = stem if stations == 1 else f"{stem}-{k}"
-        result.append(Station(name, rows, zero_epoch))
+        result.append(Station(name, rows, zero_epoch, cut.end_seconds))
     return result
 
 

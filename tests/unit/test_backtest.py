@@ -209,6 +209,36 @@ def test_a_station_with_no_job_is_an_idle_workstation(parallel):
             assert r["shares"]["idle"] >= r["shares"]["busy"]
 
 
+def test_a_station_cut_from_a_log_is_known_until_the_log_ends(tmp_path):
+    """A station whose users stop early is idle, not unknown, until the log it was cut from
+    ends: its launches go on to the log's end (they stopped at its own last job: a 32-way
+    split of KTH over 30 days scored nothing after day 7)."""
+    rng = np.random.default_rng(3)
+    lines, job = [], 0
+    for user, days in ((1, 3.0), (2, 1.25)):
+        t = 0.0
+        while t < days * 86400:
+            t += rng.exponential(HOUR / 3)
+            job += 1
+            fields = [job, round(t), 0, round(rng.exponential(300.0)) + 1, 1, -1, -1, 1, 3600,
+                      -1, 1, user, 1, -1, -1, -1, -1, -1]
+            lines.append(" ".join(map(str, fields)))
+    path = tmp_path / "log.swf"
+    path.write_text("; UnixStartTime: 843480031\n" + "\n".join(lines) + "\n")
+    result = CliRunner().invoke(main, ["backtest", "--trace", str(path), "--stations", "2",
+                                       "--work", "1h", "--start", "24h", "--launch-every",
+                                       "6h", "--shadow-every", "6h", "--json"])
+    assert result.exit_code == 0, result.output
+    body = json.loads(result.output)
+    last = {key: max(r["launch_seconds"] for r in body["launches"] if key in r["shares"])
+            for key in body["stations"]}
+    assert len(last) == 2 and min(last.values()) >= 2.5 * 86400
+    early = [r for r in body["launches"] if r["launch_seconds"] > 1.5 * 86400
+             and r["predictor"] == "naive"]
+    # after the early station's own last job its tasks run undisturbed
+    assert any(r["realised_seconds"] == HOUR for r in early)
+
+
 def test_hourly_shadow_launches_teach_the_calibrators_and_nothing_else():
     """Shadow launches between the scored ones change only the calibrated predictors' answers
     (their calibrators have seen more outcomes), never a model view's or which launches are
