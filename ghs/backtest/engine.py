@@ -43,7 +43,7 @@ manager serves for a split: every hour each station also makes a single-host sha
 each of a manager's task lengths (``ghs.manager.calibration.LENGTHS_SECONDS``, or
 ``calibration_lengths_seconds``) in the state view, which teaches that station's own
 calibrator and the far-tail corrections pooled over the stations
-(:func:`scheduler.conformal.pooled_calibrator`); a split is served each station's factors at
+(:class:`scheduler.tail_battery.TailBattery`); a split is served each station's factors at
 its share's dedicated time,
 interpolated between those lengths, applied to its law and recombined
 (:func:`scheduler.calibrated.calibrated_prediction`). With ``calibration_lengths_seconds``
@@ -95,7 +95,8 @@ from scheduler.backlog_weight import BacklogWeights, WeightSettings
 from scheduler.calibrated import reported_quantiles
 from scheduler.calibrated_selection import length_factors
 from scheduler.combined_mean import one_host_mean_seconds
-from scheduler.conformal import ConformalSettings, pooled_calibrator
+from scheduler.conformal import ConformalSettings
+from scheduler.tail_battery import TailBattery
 from scheduler.trace_simulation import simulate_trace_many
 from scheduler.window_forecast import settle_duration
 from scheduler.workload import Trace
@@ -121,6 +122,20 @@ class _Pending:
     decided: np.ndarray
     pool_decided: np.ndarray
     at_launch: tuple[np.ndarray, np.ndarray] | None = None
+
+
+def _settle_tail(tail: TailBattery, p: _Pending, elapsed: float, finished: bool) -> bool:
+    """Score a pending launch on the pooled far tail's every expert, as each stands (what
+    became known by ``elapsed`` seconds after launch), and once the task has finished its
+    loss. Returns whether it is done with (finished)."""
+    reported = tail.expert_quantiles(p.base)
+    decided = ~p.decided & (finished | (elapsed > reported))
+    if decided.any():
+        tail.record(p.realised > reported, decided)
+        p.decided |= decided
+    if finished:
+        tail.score(p.realised, p.base, reported)
+    return finished
 
 
 def run_backtest(stations: Sequence[Station], keys: Sequence[str], works: Sequence[float],
@@ -216,7 +231,7 @@ class _Run(SplitLaunches):
         if settings.parallel:
             self.calibrators.update({(RECOMBINED, float(w)): Calibrator(len(stations))
                                      for w in self.host_lengths})
-            self.calibrators.update({(RECOMBINED_TAIL, float(w)): pooled_calibrator()
+            self.calibrators.update({(RECOMBINED_TAIL, float(w)): TailBattery()
                                      for w in self.host_lengths})
         self.forecasts = Forecasts(len(stations))
         self.pending: list[_Pending] = []
@@ -239,6 +254,10 @@ class _Run(SplitLaunches):
             elapsed = at - p.launch
             finished = p.launch + p.realised <= at
             calibrator = self.calibrators[p.key]
+            if isinstance(calibrator, TailBattery):
+                if not _settle_tail(calibrator, p, elapsed, finished):
+                    still.append(p)
+                continue
             if p.at_launch is None:
                 reported = calibrator.adjust([p.row], p.base[None])[0]
                 pooled = calibrator.pool_adjust(p.base[None])[0]
@@ -273,7 +292,8 @@ class _Run(SplitLaunches):
         reported = calibrator.adjust([row], quantiles[None])[0]
         at_launch = None if name.removesuffix(JOBS_RUNNING) in STANDING else (
             reported, calibrator.pool_adjust(quantiles[None])[0])
-        levels = np.zeros(quantiles.size, bool)
+        levels = np.zeros(quantiles.size if not isinstance(calibrator, TailBattery) else
+                          (len(calibrator.steps), quantiles.size), bool)
         self.pending.append(_Pending(row, (name, work), at, realised, quantiles.copy(), levels,
                                      levels.copy(), at_launch))
         return np.maximum(reported, dedicated_seconds)

@@ -212,7 +212,8 @@ class CalibratedViews:
                 "scored_launches": int(calibrator.scored[track.row, 0]),
                 "coverage": {level: _number(c) for level, c in zip(LEVELS, coverage)},
                 "pooled_tail": {level_name(level): {"scored_launches": int(n),
-                                                    "coverage": _number(c)}
+                                                    "coverage": _number(c),
+                                                    "step": tail.steps[tail.served]}
                                 for level, n, c in zip(tail.levels, tail.scored[0],
                                                        tail.coverage([0])[0])}})
         return out, described

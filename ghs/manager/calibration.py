@@ -13,7 +13,7 @@ Per host the manager keeps, incrementally:
   them: each feeds the host's start battery (:class:`scheduler.backlog_weight.BacklogWeights`:
   how much of the modelled backlog to believe) and the adaptive conformal calibrator of its
   length (:class:`scheduler.Calibrator`, pooled prior) and that length's far-tail corrections
-  shared by all hosts (:func:`scheduler.conformal.pooled_calibrator`), and is kept in the
+  shared by all hosts (:class:`scheduler.tail_battery.TailBattery`), and is kept in the
   ``shadow_launches`` table, which ``ghs backtest --manager`` reads. A miss is recorded as
   soon as the series shows the task running past its reported p95 (or one of the far tail's
   quantiles), before it finishes.
@@ -42,8 +42,9 @@ from ghs.manager.shadow_start import ShadowInputs
 from scheduler import Calibrator, ForecastBank
 from scheduler.backlog_weight import BacklogWeights, WeightSettings
 from scheduler.calibrated import SERVED_LEVELS
-from scheduler.conformal import TAIL_LEVELS, ConformalSettings, pooled_calibrator
+from scheduler.conformal import TAIL_LEVELS, ConformalSettings
 from scheduler.host_moments import prime_host_moments
+from scheduler.tail_battery import TailBattery
 
 HOUR_SECONDS = 3600.0
 VIEWS = ("carried", "state")
@@ -109,7 +110,7 @@ class Calibration(CalibratedViews, ShadowPlans, ShadowOutcomes):
                                               else None) for _ in self.lengths]
                             for view in (*self.views, BUSY_VIEW)}
         # each view's and length's far-tail corrections, one for all hosts
-        self.tails = {view: [pooled_calibrator(TAIL_LEVELS) for _ in self.lengths]
+        self.tails = {view: [TailBattery(TAIL_LEVELS) for _ in self.lengths]
                       for view in self.views}
         self.levels = SERVED_LEVELS
         self.tracks: dict[str, _Track] = {}

@@ -63,7 +63,8 @@ class ShadowOutcomes:
                 [track.row], missed[None], pool_missed[None])
             standing.pop((shadow.calibrator, shadow.length), None)
 
-        # (view, length) -> the pooled far tail's factors as they stand, the same way
+        # (view, length) -> every expert's far-tail factors as they stand, the same way
+        # (scheduler.tail_battery: the pooled far tail runs several steps side by side)
         tail_standing: dict[tuple[str, int], np.ndarray] = {}
 
         def tail_now(shadow: Any) -> np.ndarray:
@@ -71,13 +72,21 @@ class ShadowOutcomes:
             factors = tail_standing.get(key)
             if factors is None:
                 factors = tail_standing[key] = self.tails[shadow.view][
-                    shadow.length].factors([0])[0]
-            return np.maximum.accumulate(shadow.tail * factors)
+                    shadow.length].expert_factors()
+            return np.maximum.accumulate(shadow.tail[None, :] * factors, axis=1)
+
+        def tail_decided(shadow: Any, tail: np.ndarray) -> np.ndarray:
+            if shadow.tail_decided is None:
+                shadow.tail_decided = np.zeros(tail.shape, bool)
+            return shadow.tail_decided
 
         def score_tail(shadow: Any, missed: np.ndarray, known_now: np.ndarray) -> None:
-            self.tails[shadow.view][shadow.length].record([0], missed[None], missed[None],
-                                                          known_now[None])
+            self.tails[shadow.view][shadow.length].record(missed, known_now)
             tail_standing.pop((shadow.view, shadow.length), None)
+
+        def score_tail_loss(shadow: Any, realised: float, quantiles: np.ndarray) -> None:
+            # the loss chooses the expert served, not any expert's factors: nothing to read again
+            self.tails[shadow.view][shadow.length].score(realised, shadow.tail, quantiles)
 
         for shadow in track.pending:
             if shadow.launch >= now:
@@ -88,8 +97,10 @@ class ShadowOutcomes:
                 if not shadow.decided:
                     reported, pooled = own_now(shadow)
                     score_own(shadow, realised > reported, realised > pooled)
-                if not shadow.tail_decided.all():
-                    score_tail(shadow, realised > tail_now(shadow), ~shadow.tail_decided)
+                tail = tail_now(shadow)
+                if not tail_decided(shadow, tail).all():
+                    score_tail(shadow, realised > tail, ~shadow.tail_decided)
+                score_tail_loss(shadow, realised, tail)
                 if shadow.candidates is not None:
                     self.weights.record([track.row], [realised], shadow.candidates[None])
                 if shadow.view == first_view:  # one outcome per launch and length
@@ -105,14 +116,16 @@ class ShadowOutcomes:
                     score_own(shadow, np.ones(reported.shape, bool), pooled > 0)
                     shadow.decided = newly = True
             tail = tail_now(shadow)
-            passed = ~shadow.tail_decided & (shadow.launch + tail <= now)
-            if passed.any():
+            passed = ~tail_decided(shadow, tail) & (shadow.launch + tail <= now)
+            for expert in np.flatnonzero(passed.any(axis=1)):
                 # the quantiles are non-decreasing: past one, past every one below it
-                for k in np.flatnonzero(passed)[::-1]:
-                    if outcomes.overran(shadow.launch, shadow.dedicated, float(tail[k])):
-                        passed[k + 1:] = False
-                        score_tail(shadow, np.ones(passed.shape, bool), passed)
-                        shadow.tail_decided = shadow.tail_decided | passed
+                for k in np.flatnonzero(passed[expert])[::-1]:
+                    if outcomes.overran(shadow.launch, shadow.dedicated,
+                                        float(tail[expert, k])):
+                        known_now = np.zeros(passed.shape, bool)
+                        known_now[expert, :k + 1] = passed[expert, :k + 1]
+                        score_tail(shadow, np.ones(passed.shape, bool), known_now)
+                        shadow.tail_decided = shadow.tail_decided | known_now
                         newly = True
                         break
             if newly or covered < shadow.launch + 30 * 86400.0:

@@ -60,8 +60,9 @@ class ShadowLaunch:
     at_launch: tuple[np.ndarray, np.ndarray] | None = None
     # the same for the pooled far tail's levels, and which of their outcomes were recorded
     tail: np.ndarray = field(default_factory=lambda: np.full(len(TAIL_LEVELS), np.inf))
-    tail_decided: np.ndarray = field(
-        default_factory=lambda: np.zeros(len(TAIL_LEVELS), bool))
+    # (for every step the far tail runs, scheduler.tail_battery: (steps, levels); None:
+    # none yet)
+    tail_decided: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         if self.calibrator is None:

@@ -131,15 +131,18 @@ def test_every_outcome_teaches_the_far_tail_pooled_over_hosts(fed):
             # (the carried view's host levels are scored in two sets, by jobs running)
             own = sum(calibration.calibrators[kept][j].scored[track.row, 0] for kept in (
                 (view, BUSY_VIEW) if view == "carried" else (view,)))
-            assert (n <= tail.scored[0]).all() and (tail.scored[0] <= own + 2).all()
+            # (every step the far tail runs scores the same launches)
+            assert (n <= tail.scored).all() and (tail.scored <= own + 2).all()
     factors, applied = calibration.factors([track], [3600.0], "state")
     tail = calibration.tails["state"][1]
     assert calibration.levels == (0.5, 0.9, 0.95, *tail.levels)
-    assert factors[0, 3:] == pytest.approx(np.exp(tail.theta[0]))
+    served = tail.served
+    assert factors[0, 3:] == pytest.approx(np.exp(tail.theta[served]))
     assert applied[0]["factors"]["p99.6"] == factors[0, 3]
     assert applied[0]["pooled_tail"]["p99.6"] == {
-        "scored_launches": int(tail.scored[0, 0]),
-        "coverage": pytest.approx(tail.covered[0, 0] / tail.scored[0, 0])}
+        "scored_launches": int(tail.scored[served, 0]),
+        "coverage": pytest.approx(tail.covered[served, 0] / tail.scored[served, 0]),
+        "step": tail.steps[served]}
 
 
 def test_a_host_with_jobs_running_reads_the_calibrators_of_such_launches(fed):
@@ -171,30 +174,35 @@ def test_a_host_with_jobs_running_reads_the_calibrators_of_such_launches(fed):
 def test_a_launch_past_the_far_tail_is_a_miss_before_it_ends():
     from ghs.manager.realised import Outcomes
     from ghs.manager.shadow_plans import ShadowLaunch
-    from scheduler.conformal import pooled_calibrator
+    from scheduler.tail_battery import TailBattery
 
     store = ManagerStore(None)
     calibration = Calibration(store, lengths_seconds=(900.0, 3600.0))
     # several pooled levels, each decided when the task has run past its own quantile
-    calibration.tails = {view: [pooled_calibrator((0.99, 0.996, 0.999)) for _ in range(2)]
+    calibration.tails = {view: [TailBattery((0.99, 0.996, 0.999)) for _ in range(2)]
                          for view in calibration.views}
     track = calibration.track("ws", 1)
     # two hours without a free second: a 15-minute task launched at 0 has not ended
     stalled = series([0.0] * 120)
     track.pending = [ShadowLaunch(0.0, 0, 900.0, np.array([1000.0, 1500.0, 2000.0]), None,
                              "carried", tail=np.array([2400.0, 3000.0, 4000.0]))]
-    own, tail = calibration.calibrators["carried"][0], calibration.tails["carried"][0]
+    own, battery = calibration.calibrators["carried"][0], calibration.tails["carried"][0]
     calibration._settle("ws", track, Outcomes(stalled), 2500.0)
+    # no task has finished: no loss tells the steps apart, and every step has the same
+    # factors and is scored alike (the first step served)
+    assert (battery.loss == 0).all() and battery.served == 0
+    assert (battery.scored == battery.scored[0]).all()
     # past its p95: a miss of the host's own levels and of the tail's first; the others
     # are not reached yet
-    assert (own.scored[track.row] == 1).all() and tail.scored[0].tolist() == [1, 0, 0]
+    assert (own.scored[track.row] == 1).all() and battery.scored[0].tolist() == [1, 0, 0]
     assert len(track.pending) == 1
     calibration._settle("ws", track, Outcomes(stalled), 7200.0)
-    assert tail.scored[0].tolist() == [1, 1, 1] and tail.covered[0].tolist() == [0, 0, 0]
-    assert tail.theta[0] == pytest.approx(tail.settings.step * tail.levels)
+    assert (battery.scored == 1).all() and (battery.covered == 0).all()
+    # a miss moves each step's correction by its step x the level
+    assert battery.theta == pytest.approx(np.array(battery.steps)[:, None] * battery.levels)
     # each level is scored once
     calibration._settle("ws", track, Outcomes(stalled), 7200.0)
-    assert (own.scored[track.row] == 1).all() and tail.scored[0].tolist() == [1, 1, 1]
+    assert (own.scored[track.row] == 1).all() and (battery.scored == 1).all()
     store.close()
 
 
@@ -214,12 +222,16 @@ def test_the_far_tail_is_scored_at_its_factor_as_it_stands_when_the_outcome_is_k
     busy = series([15.0] * 24 * 60)
     track.pending = [ShadowLaunch(60.0 * k, 0, 900.0, np.array([1000.0, 1000.0, 1000.0]), None,
                              "carried", tail=np.array([1000.0])) for k in range(200)]
-    calibration._settle("ws", track, Outcomes(busy), 86400.0)
-    tail = calibration.tails["carried"][0]
-    assert tail.scored[0, 0] == 200
-    factor = float(tail.factors([0])[0, 0])
-    # (a miss moves it by a step: it ends within two of the factor that covers them)
-    assert 2.9 < factor < 3.0 * np.exp(2 * tail.settings.step)
+    outcomes = Outcomes(busy)
+    calibration._settle("ws", track, outcomes, 86400.0)
+    battery = calibration.tails["carried"][0]
+    assert (battery.scored == 200).all()
+    # (a miss moves it by a step: each step's ends within two of the factor that covers
+    # them all)
+    covering = max(outcomes.realised_seconds(60.0 * k, 900.0) for k in range(200)) / 1000.0
+    factors = battery.expert_factors()[:, 0]
+    assert ((factors > 2.9) & (factors < covering * np.exp(2 * np.array(battery.steps)))).all()
+    assert battery.factors([0])[0, 0] == factors[battery.served]
     store.close()
 
 
