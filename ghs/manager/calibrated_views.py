@@ -214,7 +214,7 @@ class CalibratedViews:
                 "pooled_tail": {level_name(level): {"scored_launches": int(n),
                                                     "coverage": _number(c),
                                                     "step": tail.steps[tail.served]}
-                                for level, n, c in zip(tail.levels, tail.scored[0],
+                                for level, n, c in zip(tail.levels, tail.scored[tail.served],
                                                        tail.coverage([0])[0])}})
         return out, described
 
