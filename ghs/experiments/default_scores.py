@@ -46,10 +46,9 @@ _USER, _COMMAND = "local", "job"  # the streams carry no owner or program
 
 
 def replay_stations(stations: Sequence[Station], boot_seconds: float) -> list[ReplayStation]:
-    """The engine's stations: each stream shifted so ``boot_seconds`` is the log's zero, and a
-    zero-demand row at the end of what is known (``known_until``; later jobs dropped), so the
-    engine keeps the tasks the experiment keeps (those finishing before it) rather than those
-    finishing before the last job."""
+    """The engine's stations: each stream shifted so ``boot_seconds`` is the log's zero, known
+    until ``known_until`` (later jobs dropped), so the engine keeps the tasks the experiment
+    keeps (those finishing before it) rather than those finishing before the last job."""
     found = []
     for station in stations:
         # a replay may move jobs past the known end; they cannot touch a task kept
@@ -57,9 +56,8 @@ def replay_stations(stations: Sequence[Station], boot_seconds: float) -> list[Re
         arrivals = station.trace.arrival_seconds[kept] - boot_seconds
         rows = tuple((a, c, _USER, _COMMAND) for a, c in zip(
             arrivals.tolist(), station.trace.cpu_seconds[kept].tolist()))
-        found.append(ReplayStation(station.name,
-                                   (*rows, (station.known_until - boot_seconds, 0.0, _USER,
-                                            _COMMAND))))
+        found.append(ReplayStation(station.name, rows,
+                                   end_seconds=station.known_until - boot_seconds))
     return found
 
 
