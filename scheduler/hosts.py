@@ -16,6 +16,22 @@ from scheduler.errors import InvalidHostError
 # past them (a lam of 1e308, a sigma of 1e200) they overflowed and a prediction read NaN.
 MAX_RATE_PER_SECOND = 1e6
 MAX_DEMAND_SECONDS = 1e12
+# The shortest mean local demand a host is given (a microsecond of CPU; the agent's
+# accounting bins start at 10 ms). A mean from the utilisation law on a forecast load of
+# 1e-178 beside an arrival an hour or two was 1e-175 s, whose square underflows: every
+# fit of the demand law read NaN.
+MIN_DEMAND_SECONDS = 1e-6
+
+
+def utilisation_law_mu(lam_per_second: float, rho: float, cores: int = 1) -> float:
+    """The service rate mu (1/s) that keeps ``cores`` CPUs at ``rho`` under arrivals at
+    ``lam_per_second``: lam / (cores rho), its mean demand held within [MIN_DEMAND_SECONDS,
+    MAX_DEMAND_SECONDS]; 1 where lam or rho is not positive (the demand law does not matter
+    then). For a host that has seen no local job finish."""
+    if not (lam_per_second > 0 and rho > 0 and cores > 0):
+        return 1.0
+    return min(max(lam_per_second / (cores * rho), 1.0 / MAX_DEMAND_SECONDS),
+               1.0 / MIN_DEMAND_SECONDS)
 
 
 def _check_finite(name: str, field: str, value: float) -> float:

@@ -164,6 +164,11 @@ def _moment_one(code: np.ndarray, p1: np.ndarray, p2: np.ndarray) -> np.ndarray:
 # arriving) puts the delay's whole mean rho t / (1 - rho) on that chance, and at lam 1e-300
 # its square overflowed (m1 ~ 1e296 s) and the prediction read NaN.
 _MIN_INTERRUPTION = 1e-12
+# Below this mean delay (as a fraction of the dedicated time, given an interruption) the delay
+# cannot move the completion time in double precision, and is run as none: a forecast rho of
+# 1e-178 beside arrivals at 1.4e-4/s gave a mean delay of 1e-174 s whose square underflowed
+# beside the arrivals' variance, and the fitted delay law read NaN.
+_MIN_DELAY_FRACTION = 1e-15
 
 
 def conditional_moments(lam_server: np.ndarray, rho: np.ndarray, ex2: np.ndarray,
@@ -172,7 +177,8 @@ def conditional_moments(lam_server: np.ndarray, rho: np.ndarray, ex2: np.ndarray
 
     lam_server: arrivals per second at this server; ex2: E[X^2] of a local demand (s^2);
     t: dedicated seconds. Where q <= _MIN_INTERRUPTION (no arrivals, next to none, or no
-    work) q, m1 and v are 0.
+    work), or the delay's mean is too small to move t (``_MIN_DELAY_FRACTION``), q, m1 and v
+    are 0.
     """
     expected_arrivals = lam_server * t
     q = -np.expm1(-expected_arrivals)
@@ -187,7 +193,7 @@ def conditional_moments(lam_server: np.ndarray, rho: np.ndarray, ex2: np.ndarray
     # the conditional CoV is then floored at MIN_CONDITIONAL_COV instead of giving NaN or a
     # step the quadrature cannot resolve.
     v = np.maximum(v, (MIN_CONDITIONAL_COV * m1) ** 2)
-    usable = (q > _MIN_INTERRUPTION) & (m1 > 0)
+    usable = (q > _MIN_INTERRUPTION) & (m1 > _MIN_DELAY_FRACTION * t)
     return np.where(usable, q, 0.0), np.where(usable, m1, 0.0), np.where(usable, v, 0.0)
 
 

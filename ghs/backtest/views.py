@@ -26,7 +26,7 @@ from ghs.manager.shadow_start import arrivals_load
 from scheduler import Host
 from scheduler.backlog import Backlog
 from scheduler.forecast import ForecastBank
-from scheduler.hosts import MAX_DEMAND_SECONDS
+from scheduler.hosts import utilisation_law_mu
 from scheduler.templates import Histogram, TwoMomentDemand, choose_template
 from scheduler.window_forecast import POOL_SECONDS, bin_series
 from sensors.templates import bin_edges_seconds
@@ -55,7 +55,7 @@ def parameters_host(name: str, lam: float | None, rho: float | None, mu: float |
         # at rho under arrivals at lam, at most any workstation's (a forecast of almost no
         # arrivals beside a busy CPU is one long job running; NASA cut 6 ways forecast lam
         # 1e-24/s at rho 0.54, and the host was refused and the whole back-test with it)
-        mu = max(lam / rho, 1.0 / MAX_DEMAND_SECONDS) if rho > 0 and lam > 0 else 1.0
+        mu = utilisation_law_mu(lam, rho)
     if sigma is None:
         sigma = 1.0 / mu
     return Host(name, lam=max(lam, 0.0), mu=mu, sigma=sigma, rho=min(max(rho, 0.0), RHO_CAP))

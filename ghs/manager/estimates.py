@@ -18,6 +18,7 @@ from ghs.manager.store import HostFacts, ManagerStore
 from ghs.record import sensor_measurement
 from scheduler import Host, InvalidHostError
 from scheduler.backlog import steady_state_within_range
+from scheduler.hosts import utilisation_law_mu
 from sensors.estimates import DAY_SECONDS, Estimate, adapt_avg
 
 
@@ -114,7 +115,7 @@ def model_parameters(estimate: Estimate, cores: int
     if lam == 0 or mu is None:
         if lam > 0:
             notes.append("no finished local jobs seen: service rate assumed from rho")
-        mu = lam / (cores * rho) if rho > 0 and lam > 0 else 1.0
+        mu = utilisation_law_mu(lam, rho, cores)
     if sigma is None:
         sigma = 1.0 / mu
         notes.append("demand spread unknown: exponential assumed (sigma = 1/mu)")

@@ -546,6 +546,23 @@ def test_a_forecast_of_almost_no_arrivals_beside_a_busy_cpu_is_a_host_not_an_err
     assert parameters_host("s", 0.01, 0.5, None, None).mu == pytest.approx(0.02)
 
 
+def test_a_forecast_of_almost_no_load_beside_some_arrivals_predicts_a_finite_time():
+    """The other end: a station idle for days after its users stopped (a 32-way KTH split
+    over 30 days) forecast rho 1e-178 beside lam 1.4e-4/s; lam / rho made a mean demand of
+    1e-175 s, whose square underflowed, and every fit of the demand law read NaN (the
+    back-test stopped: "duration_for gave nan"). The mean is held at a microsecond."""
+    from ghs.backtest.views import parameters_host
+    from scheduler import predict
+    from scheduler.hosts import MIN_DEMAND_SECONDS
+
+    host = parameters_host("s", 1.3888888888888889e-4, 1.2113812961665785e-178, None, None)
+    assert host.mu == 1.0 / MIN_DEMAND_SECONDS
+    for dist in ("gamma", "weibull", "lognormal", "auto"):
+        p = predict([host], 4 * HOUR, dist)
+        assert math.isfinite(p.mean) and p.mean == pytest.approx(4 * HOUR, rel=1e-6)
+        assert all(math.isfinite(q) for q in p.quantiles.values())
+
+
 def test_a_splits_own_view_leaves_the_new_arrivals_unheld():
     """A week at utilisation 0.1, then a day's burst at 0.9: the view that holds a station's
     jobs as its backlog expects new arrivals at most at the long-run level for a single-host

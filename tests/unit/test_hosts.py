@@ -61,6 +61,33 @@ def test_a_chance_of_interruption_below_1e12_is_none_and_the_prediction_finite()
     assert math.isfinite(counted.std) and counted.mean == pytest.approx(3600.0 / 0.9, rel=1e-4)
 
 
+@pytest.mark.parametrize("dist", ["gamma", "weibull", "lognormal"])
+def test_a_delay_too_small_to_move_the_time_is_none_and_the_prediction_finite(dist):
+    from scheduler import predict
+
+    # a forecast rho of 1e-178 beside arrivals at 1.4e-4/s (a station idle for days after
+    # its users stopped): the delay's mean of 1e-174 s squared underflowed beside the
+    # arrivals' variance, and the fitted delay law read NaN
+    for mu in (1.0 / 1.2e-178, 1e6):
+        prediction = predict([make(lam=1.4e-4, mu=mu, sigma=1.0 / mu, rho=1.2e-178)], 14400.0,
+                             dist)
+        assert prediction.mean == 14400.0 and prediction.std == 0.0
+        assert set(prediction.quantiles.values()) == {14400.0}
+    # a load that can move it still does
+    moved = predict([make(lam=1.4e-4, mu=1e6, sigma=1e-6, rho=1e-9)], 14400.0, dist)
+    assert moved.mean == pytest.approx(14400.0 * (1 + 1e-9), rel=1e-12)
+
+
+def test_utilisation_law_mu_keeps_the_mean_demand_inside_any_workstations():
+    from scheduler.hosts import MAX_DEMAND_SECONDS, MIN_DEMAND_SECONDS, utilisation_law_mu
+
+    assert utilisation_law_mu(0.01, 0.5) == pytest.approx(0.02)
+    assert utilisation_law_mu(0.01, 0.5, cores=2) == pytest.approx(0.01)
+    assert utilisation_law_mu(1.4e-4, 1.2e-178) == 1.0 / MIN_DEMAND_SECONDS
+    assert utilisation_law_mu(1e-24, 0.54) == 1.0 / MAX_DEMAND_SECONDS
+    assert utilisation_law_mu(0.0, 0.5) == utilisation_law_mu(0.01, 0.0) == 1.0
+
+
 def test_host_is_frozen_and_normalised():
     host = make(lam=1, cores=4)
     assert isinstance(host.lam, float)
