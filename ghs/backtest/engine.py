@@ -185,9 +185,10 @@ def run_backtest(stations: Sequence[Station], keys: Sequence[str], works: Sequen
     finally:
         for w in worlds:
             w.close()
-    summary = [{**row, "mode": run.mode} for row in summarise(run.records)]
+    summary = [{**row, "mode": run.mode} for row in summarise(run.records, run.unfinished)]
     return {"default_predictor": DEFAULT_PREDICTOR, "mode": run.mode,
-            "stations": list(keys), "launches": run.records, "summary": summary}
+            "stations": list(keys), "launches": run.records, "unfinished": run.unfinished,
+            "summary": summary}
 
 
 def _station_ends(stations: Sequence[Station], end_seconds: float | None) -> np.ndarray:
@@ -234,6 +235,8 @@ class _Run(SplitLaunches):
             self.calibrators.update({(RECOMBINED_TAIL, float(w)): TailBattery()
                                      for w in self.host_lengths})
         self.forecasts = Forecasts(len(stations))
+        # scored splits that ran past a station's log (SplitLaunches._unfinished)
+        self.unfinished: list[dict[str, Any]] = []
         self.pending: list[_Pending] = []
         self.weights = BacklogWeights(len(stations), WeightSettings(by_record=True))
         # (row, finished at, realised, candidate means) of launches that began with local work

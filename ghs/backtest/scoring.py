@@ -40,6 +40,8 @@ JOBS_RUNNING = "+jobs-running"
 # split over several hosts the state start (the split must see which hosts are busy now)
 PARALLEL_CALIBRATED = {"calibrated": "uncalibrated", "calibrated-state": "weighted"}
 DEFAULT_PREDICTOR = "calibrated"
+# the paper's model, the one the others' errors are compared with
+PAPER = "paper"
 # the view whose mean the default's is combined with at a launch after a snapshot
 # (scheduler.combined_mean): the start the station's record chose where jobs run, idle under
 # the arrivals' load where none does, as a manager's ``record`` view
@@ -55,11 +57,14 @@ PARALLEL_PREDICTORS = (*(p for p in PREDICTORS if p not in CALIBRATED
 DIST = "lognormal"
 
 
-def summarise(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+def summarise(records: Sequence[dict[str, Any]],
+              unfinished: Sequence[dict[str, Any]] = ()) -> list[dict[str, Any]]:
     """Per predictor and task length: mean and median relative |error| of the mean, the
     predicted means' total over the realised total, coverage of each quantile (the share
-    finished by it), the share finished strictly before it, and the median p90/p50 width
-    (None where the predictor gives none).
+    finished by it), the share finished strictly before it, the median p90/p50 width
+    (None where the predictor gives none), how many of its tasks ran past their stations'
+    logs (``unfinished``: records with ``known_seconds``, a split's only) and its error
+    against the paper model's (``vs_paper``, :func:`_vs_paper`).
 
     The relative error weighs a run by 1 / its realised time, so it forgives a mean that
     misses the rare long waits; the totals do not: below 1, a batch of these tasks takes
@@ -71,6 +76,9 @@ def summarise(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     groups: dict[tuple[str, float], list[dict[str, Any]]] = {}
     for record in records:
         groups.setdefault((record["predictor"], record["work"]), []).append(record)
+    open_ended: dict[tuple[str, float], list[dict[str, Any]]] = {}
+    for record in unfinished:
+        open_ended.setdefault((record["predictor"], record["work"]), []).append(record)
     order = {name: i for i, name in enumerate((*PREDICTORS, RECOMBINED))}
     rows = []
     for (name, work), chosen in sorted(groups.items(), key=lambda g: (order.get(g[0][0], 99),
@@ -92,5 +100,43 @@ def summarise(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
             row["finished_before"] = {level: float(np.mean(realised < q[:, i] * _BEFORE))
                                       for i, level in enumerate(LEVELS)}
             row["median_p90_over_p50"] = float(np.median(q[:, 1] / q[:, 0]))
+        row["unfinished"] = len(open_ended.get((name, work), ()))
+        paper = groups.get((PAPER, work))
+        row["vs_paper"] = None if name == PAPER or paper is None else _vs_paper(
+            chosen, paper, open_ended.get((PAPER, work), ()))
         rows.append(row)
     return rows
+
+
+def _vs_paper(chosen: Sequence[dict[str, Any]], paper: Sequence[dict[str, Any]],
+              paper_unfinished: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """A predictor's mean relative |error| over the paper model's on the launches both
+    finished (``launches``, ``mean_abs_error_ratio``), and counting the launches where
+    only the paper model's split ran past its stations' logs (``paper_unfinished``): there
+    its realised time is only known to exceed ``known_seconds``, so its error is at least
+    1 - mean / known_seconds, and ``mean_abs_error_ratio_bound`` is at least the true ratio
+    over those launches. A split the paper model sends to stations with queues running at
+    launch runs past the log most often: on the launches both finish, the paper model is
+    scored on its luckiest launches only."""
+    def key(record: dict[str, Any]) -> tuple[Any, ...]:
+        return record["launch_seconds"], tuple(sorted(record["shares"]))
+
+    def error(record: dict[str, Any]) -> float:
+        return abs(record["mean"] - record["realised_seconds"]) / record["realised_seconds"]
+
+    own = {key(r): error(r) for r in chosen}
+    theirs = {key(r): error(r) for r in paper}
+    # the paper model's error at a launch it did not finish: a bound below it
+    bounds = {key(r): max(0.0, 1.0 - r["mean"] / r["known_seconds"])
+              for r in paper_unfinished}
+    shared = [k for k in own if k in theirs]
+    censored = [k for k in own if k in bounds]
+
+    def ratio(keys: list[Any], paper_errors: dict[Any, float]) -> float | None:
+        denominator = sum(paper_errors[k] for k in keys)
+        return None if not keys or denominator == 0 else float(
+            sum(own[k] for k in keys) / denominator)
+
+    return {"launches": len(shared), "mean_abs_error_ratio": ratio(shared, theirs),
+            "paper_unfinished": len(censored),
+            "mean_abs_error_ratio_bound": ratio(shared + censored, {**theirs, **bounds})}

@@ -42,6 +42,7 @@ class SplitLaunches:
     host_lengths: np.ndarray
     scored_work: set[float]
     calibrators: dict[tuple[str, float], Any]
+    unfinished: list[dict[str, Any]]
 
     def parallel(self, at: float, views: list, scored: bool = True) -> None:
         """One split task of each length; a shadow one (``scored`` False) only feeds the
@@ -82,6 +83,12 @@ class SplitLaunches:
                 realised, finish = self._parallel_record(name, at, w, shares, p.mean, q,
                                                          keep=record)
                 if realised is None:
+                    if record:
+                        # the predictors served from this view split as it does
+                        for riding in (*(c for c, v in PARALLEL_CALIBRATED.items()
+                                         if v == name),
+                                       *((RECOMBINED,) if name == RECOMBINED_VIEW else ())):
+                            self._unfinished(riding, at, w, shares, served_mean, finish)
                     continue
                 if start == "weighted" and record:
                     for k in np.nonzero(shares > 0)[0]:
@@ -160,6 +167,8 @@ class SplitLaunches:
         finish = [float(simulate_trace_many(trace, share, at)) if share > 0 else 0.0
                   for trace, share in zip(self.traces, shares)]
         if any(at + f > end for f, end, share in zip(finish, self.ends, shares) if share > 0):
+            if keep:
+                self._unfinished(predictor, at, work, shares, mean, finish)
             return None, finish
         realised = max(finish)
         if not keep:
@@ -167,3 +176,15 @@ class SplitLaunches:
         self._record(predictor, at, work, {key: float(s) for key, s in zip(self.keys, shares)},
                      realised, mean, quantiles)
         return realised, finish
+
+    def _unfinished(self, predictor: str, at: float, work: float, shares: np.ndarray,
+                    mean: float, finish: list[float]) -> None:
+        """Keep a scored split that ran past a station's log: its realised time is only
+        known to exceed ``known_seconds`` (each share's, up to its log's end), so that
+        the predictors can be compared on every launch (scoring._vs_paper)."""
+        known = max(min(f, end - at) for f, end, share in zip(finish, self.ends, shares)
+                    if share > 0)
+        self.unfinished.append({
+            "predictor": predictor, "launch_seconds": at, "work": work,
+            "shares": {key: float(s) for key, s in zip(self.keys, shares)},
+            "known_seconds": float(known), "mean": float(mean)})

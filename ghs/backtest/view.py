@@ -18,7 +18,8 @@ def show_backtest(console: Console, result: dict[str, Any]) -> None:
                         f"stations; default predictor: {result['default_predictor']})",
                   title_justify="left")
     for column in ("predictor", "work", "launches", "mean |err|", "median |err|",
-                   "means' total / realised", "p50/p90/p95 coverage", "finished before", "p90/p50"):
+                   "means' total / realised", "p50/p90/p95 coverage", "finished before", "p90/p50",
+                   "|err| / paper's", "unfinished"):
         table.add_column(column, justify="left" if column == "predictor" else "right")
     for row in result["summary"]:
         coverage, before = row["coverage"], row.get("finished_before")
@@ -31,8 +32,26 @@ def show_backtest(console: Console, result: dict[str, Any]) -> None:
                       "-" if before is None else "/".join(
                           f"{100 * before[level]:.0f}%" for level in LEVELS),
                       "-" if row["median_p90_over_p50"] is None
-                      else f"{row['median_p90_over_p50']:.2f}")
+                      else f"{row['median_p90_over_p50']:.2f}",
+                      _vs_paper(row.get("vs_paper")), str(row.get("unfinished", 0)))
     console.print(table)
+    if any(row.get("unfinished") for row in result["summary"]):
+        console.print("unfinished: split tasks that ran past a station's log, not scored; "
+                      "|err| / paper's is on the launches both finished, and in brackets "
+                      "with the paper model's unfinished ones at the least error they can "
+                      "have (a bound above the ratio)")
+
+
+def _vs_paper(comparison: dict[str, Any] | None) -> str:
+    """The error ratio on the launches both finished, and the bound counting the paper
+    model's unfinished ones where it has any."""
+    if comparison is None or comparison["mean_abs_error_ratio"] is None:
+        return "-"
+    text = f"{comparison['mean_abs_error_ratio']:.2f}x"
+    bound = comparison["mean_abs_error_ratio_bound"]
+    if comparison["paper_unfinished"] and bound is not None:
+        text += f" (<= {bound:.2f}x)"
+    return text
 
 
 def _ratio(value: float | None) -> str:

@@ -114,6 +114,22 @@ def test_cli_json_contract_and_realised_times_from_an_independent_walk(tmp_path)
             assert row["median_abs_error"] == pytest.approx(np.median(errors))
             assert row["total_mean_over_realised"] == pytest.approx(
                 sum(r["mean"] for r in chosen) / sum(r["realised_seconds"] for r in chosen))
+            assert row["unfinished"] == len([r for r in body["unfinished"]
+                                             if r["predictor"] == row["predictor"]
+                                             and r["work"] == row["work"]])
+            paper = {(r["launch_seconds"], tuple(r["shares"])): r for r in body["launches"]
+                     if r["predictor"] == "paper" and r["work"] == row["work"]}
+            if row["predictor"] == "paper":
+                assert row["vs_paper"] is None
+            else:
+                shared = [(r, paper[r["launch_seconds"], tuple(r["shares"])]) for r in chosen
+                          if (r["launch_seconds"], tuple(r["shares"])) in paper]
+                assert row["vs_paper"]["launches"] == len(shared) > 0
+                assert row["vs_paper"]["mean_abs_error_ratio"] == pytest.approx(
+                    sum(abs(r["mean"] - r["realised_seconds"]) / r["realised_seconds"]
+                        for r, _ in shared)
+                    / sum(abs(p["mean"] - p["realised_seconds"]) / p["realised_seconds"]
+                          for _, p in shared))
             if row["predictor"] != "naive":
                 for level in LEVELS:
                     assert row["coverage"][level] == pytest.approx(np.mean(
@@ -614,3 +630,56 @@ def test_a_splits_served_mean_combines_its_view_with_the_held_one():
             assert record["mean"] <= own["mean"] * (1 + 1e-9)
             below += record["mean"] < own["mean"] * (1 - 1e-6)
     assert below >= 4
+
+
+def test_a_split_that_runs_past_the_log_is_kept_as_unfinished_and_compared():
+    """A station held by a job that outlasts its log: a split that gives it work cannot
+    finish while the station is known. It is kept as unfinished, with the time known to
+    have passed, so that the predictors that finished there can be compared with the paper
+    model on its unfinished launches too (its error at least 1 - mean / known time)."""
+    end = 60 * HOUR
+    rows = [(h * HOUR + 17.0, 300.0, "u0", "c0") for h in range(0, 38, 2)]
+    queue = Station("queue", (*rows, (40 * HOUR, 100 * HOUR, "u0", "big")), 0.0, end)
+    idle = Station("idle", (), 0.0, end)
+    settings = BacktestSettings(start_seconds=36 * HOUR, every_seconds=6 * HOUR,
+                                shadow_every_seconds=6 * HOUR, sensor=LIGHT, parallel=True)
+    out = run_backtest([queue, idle], ["queue", "idle"], [2 * HOUR], settings)
+    scored = {(r["predictor"], r["launch_seconds"]) for r in out["launches"]}
+    for r in out["unfinished"]:
+        assert (r["predictor"], r["launch_seconds"]) not in scored
+        # the busy station's share runs into the job that holds it past the log's end
+        assert r["launch_seconds"] >= 40 * HOUR and r["shares"]["queue"] > 0
+        assert r["known_seconds"] == pytest.approx(end - r["launch_seconds"])
+    paper_open = {r["launch_seconds"]: r for r in out["unfinished"]
+                  if r["predictor"] == "paper"}
+    # blind to the running job, the paper model's split never finishes after it starts
+    assert sorted(paper_open) == [42 * HOUR, 48 * HOUR, 54 * HOUR]
+    paper = {r["launch_seconds"]: r for r in out["launches"] if r["predictor"] == "paper"}
+    rows_by_name = {row["predictor"]: row for row in out["summary"]}
+    assert rows_by_name["paper"]["unfinished"] == 3 and rows_by_name["paper"]["vs_paper"] is None
+    # the default holds the running job and sends the whole task to the idle station
+    mine = {r["launch_seconds"]: r for r in out["launches"] if r["predictor"] == "calibrated"}
+    assert {48 * HOUR, 54 * HOUR} <= set(mine)
+    for name in ("calibrated", "state", "naive"):
+        own = {r["launch_seconds"]: r for r in out["launches"] if r["predictor"] == name}
+        shared = [at for at in own if at in paper]
+        censored = [at for at in own if at in paper_open]
+
+        def error(r):
+            return abs(r["mean"] - r["realised_seconds"]) / r["realised_seconds"]
+
+        bound = [max(0.0, 1 - paper_open[at]["mean"] / paper_open[at]["known_seconds"])
+                 for at in censored]
+        comparison = rows_by_name[name]["vs_paper"]
+        assert comparison["launches"] == len(shared)
+        assert comparison["paper_unfinished"] == len(censored)
+        assert comparison["mean_abs_error_ratio"] == pytest.approx(
+            sum(error(own[at]) for at in shared) / sum(error(paper[at]) for at in shared))
+        assert comparison["mean_abs_error_ratio_bound"] == pytest.approx(
+            sum(error(own[at]) for at in shared + censored)
+            / (sum(error(paper[at]) for at in shared) + sum(bound)))
+    assert rows_by_name["calibrated"]["vs_paper"]["paper_unfinished"] >= 2
+    console = Console(record=True, width=250)
+    show_backtest(console, out)
+    text = console.export_text()
+    assert "unfinished" in text and "(<= " in text
