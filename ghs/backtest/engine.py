@@ -92,8 +92,6 @@ from scheduler import Calibrator, predict, predict_mean
 from scheduler.age_floor import age_floor_seconds
 from scheduler.backlog import Backlog
 from scheduler.backlog_weight import BacklogWeights, WeightSettings
-from scheduler.calibrated import reported_quantiles
-from scheduler.calibrated_selection import length_factors
 from scheduler.combined_mean import one_host_mean_seconds
 from scheduler.conformal import ConformalSettings
 from scheduler.tail_battery import TailBattery
@@ -286,12 +284,8 @@ class _Run(SplitLaunches):
         without end."""
         calibrator = self.calibrators.get((name, work))
         if calibrator is None:
-            # a length no calibrator learns at: the manager's rule, factors interpolated
-            # between the lengths around it; the outcome teaches nothing
-            table = np.stack([self.calibrators[name, float(length)].factors([row])[0]
-                              for length in self.lengths])
-            return reported_quantiles(quantiles, length_factors(table, self.lengths, work),
-                                      dedicated_seconds)
+            # a length no calibrator learns at: the outcome teaches nothing
+            return self._served_quantiles(name, row, work, quantiles, dedicated_seconds)
         reported = calibrator.adjust([row], quantiles[None])[0]
         at_launch = None if name.removesuffix(JOBS_RUNNING) in STANDING else (
             reported, calibrator.pool_adjust(quantiles[None])[0])

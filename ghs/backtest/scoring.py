@@ -63,8 +63,9 @@ def summarise(records: Sequence[dict[str, Any]],
     predicted means' total over the realised total, coverage of each quantile (the share
     finished by it), the share finished strictly before it, the median p90/p50 width
     (None where the predictor gives none), how many of its tasks ran past their stations'
-    logs (``unfinished``: records with ``known_seconds``, a split's only) and its error
-    against the paper model's (``vs_paper``, :func:`_vs_paper`).
+    logs (``unfinished``: records with ``known_seconds``, a split's only), the coverage
+    counting those (``coverage_bounds``, :func:`_coverage_bounds`) and its error against
+    the paper model's (``vs_paper``, :func:`_vs_paper`).
 
     The relative error weighs a run by 1 / its realised time, so it forgives a mean that
     misses the rare long waits; the totals do not: below 1, a batch of these tasks takes
@@ -91,7 +92,7 @@ def summarise(records: Sequence[dict[str, Any]],
                                "median_abs_error": float(np.median(error)),
                                "total_mean_over_realised": float(mean.sum() / realised.sum()),
                                "coverage": None, "finished_before": None,
-                               "median_p90_over_p50": None}
+                               "median_p90_over_p50": None, "coverage_bounds": None}
         if chosen[0]["quantiles"] is not None:
             q = np.array([[r["quantiles"][level] for level in LEVELS] for r in chosen])
             row["coverage"] = {level: float(np.mean(realised <= q[:, i]))
@@ -100,12 +101,31 @@ def summarise(records: Sequence[dict[str, Any]],
             row["finished_before"] = {level: float(np.mean(realised < q[:, i] * _BEFORE))
                                       for i, level in enumerate(LEVELS)}
             row["median_p90_over_p50"] = float(np.median(q[:, 1] / q[:, 0]))
+            row["coverage_bounds"] = _coverage_bounds(realised, q,
+                                                      open_ended.get((name, work), ()))
         row["unfinished"] = len(open_ended.get((name, work), ()))
         paper = groups.get((PAPER, work))
         row["vs_paper"] = None if name == PAPER or paper is None else _vs_paper(
             chosen, paper, open_ended.get((PAPER, work), ()))
         rows.append(row)
     return rows
+
+
+def _coverage_bounds(realised: np.ndarray, q: np.ndarray,
+                     unfinished: Sequence[dict[str, Any]]) -> dict[str, list[float]]:
+    """Each quantile's coverage over every launch, the unfinished ones too: [low, high].
+    An unfinished task ran past ``known_seconds``, so a quantile at or before that time is
+    missed; one after it may be met or not (low counts it missed, high met)."""
+    known = np.array([r["known_seconds"] for r in unfinished])
+    open_q = np.array([[r["quantiles"][level] for level in LEVELS] for r in unfinished]
+                      ).reshape(len(unfinished), len(LEVELS))
+    total = len(realised) + len(unfinished)
+    bounds = {}
+    for i, level in enumerate(LEVELS):
+        covered = int(np.sum(realised <= q[:, i]))
+        undecided = int(np.sum(open_q[:, i] > known))
+        bounds[level] = [covered / total, (covered + undecided) / total]
+    return bounds
 
 
 def _vs_paper(chosen: Sequence[dict[str, Any]], paper: Sequence[dict[str, Any]],

@@ -19,7 +19,12 @@ from ghs.backtest.views import day_host, last_utilisation, snapshot_backlog
 from ghs.experiments.partition import NAIVE_MAX_UTILISATION
 from scheduler import predict, predict_mean
 from scheduler.backlog import Backlog
-from scheduler.calibrated import SERVED_LEVELS, calibrated_prediction, host_quantiles
+from scheduler.calibrated import (
+    SERVED_LEVELS,
+    calibrated_prediction,
+    host_quantiles,
+    reported_quantiles,
+)
 from scheduler.calibrated_selection import length_factors, shared_table
 from scheduler.combined_mean import split_mean_seconds
 from scheduler.conformal import TAIL_LEVELS, with_pooled
@@ -85,10 +90,14 @@ class SplitLaunches:
                 if realised is None:
                     if record:
                         # the predictors served from this view split as it does
-                        for riding in (*(c for c, v in PARALLEL_CALIBRATED.items()
-                                         if v == name),
-                                       *((RECOMBINED,) if name == RECOMBINED_VIEW else ())):
-                            self._unfinished(riding, at, w, shares, served_mean, finish)
+                        for calibrated, view in PARALLEL_CALIBRATED.items():
+                            if view == name:
+                                self._unfinished(calibrated, at, w, shares, served_mean,
+                                                 finish, self._served_quantiles(
+                                                     calibrated, 0, w, q, float(shares.max())))
+                        if name == RECOMBINED_VIEW:
+                            self._unfinished(RECOMBINED, at, w, shares, served_mean, finish,
+                                             self._recombined(p))
                     continue
                 if start == "weighted" and record:
                     for k in np.nonzero(shares > 0)[0]:
@@ -168,7 +177,7 @@ class SplitLaunches:
                   for trace, share in zip(self.traces, shares)]
         if any(at + f > end for f, end, share in zip(finish, self.ends, shares) if share > 0):
             if keep:
-                self._unfinished(predictor, at, work, shares, mean, finish)
+                self._unfinished(predictor, at, work, shares, mean, finish, quantiles)
             return None, finish
         realised = max(finish)
         if not keep:
@@ -178,13 +187,29 @@ class SplitLaunches:
         return realised, finish
 
     def _unfinished(self, predictor: str, at: float, work: float, shares: np.ndarray,
-                    mean: float, finish: list[float]) -> None:
+                    mean: float, finish: list[float], quantiles: np.ndarray | None) -> None:
         """Keep a scored split that ran past a station's log: its realised time is only
         known to exceed ``known_seconds`` (each share's, up to its log's end), so that
-        the predictors can be compared on every launch (scoring._vs_paper)."""
+        the predictors can be compared on every launch (scoring._vs_paper) and a quantile
+        below that time counted as the miss it is (scoring.summarise)."""
         known = max(min(f, end - at) for f, end, share in zip(finish, self.ends, shares)
                     if share > 0)
         self.unfinished.append({
             "predictor": predictor, "launch_seconds": at, "work": work,
             "shares": {key: float(s) for key, s in zip(self.keys, shares)},
-            "known_seconds": float(known), "mean": float(mean)})
+            "known_seconds": float(known), "mean": float(mean),
+            "quantiles": None if quantiles is None else dict(zip(LEVELS, map(float,
+                                                                           quantiles)))})
+
+    def _served_quantiles(self, name: str, row: int, work: float, quantiles: np.ndarray,
+                          dedicated_seconds: float) -> np.ndarray:
+        """The calibrated quantiles ``name`` serves for a launch, learning nothing from it:
+        never before ``dedicated_seconds``. At a length no calibrator learns at, the
+        manager's rule: factors interpolated between the lengths around it."""
+        calibrator = self.calibrators.get((name, work))
+        if calibrator is None:
+            table = np.stack([self.calibrators[name, float(length)].factors([row])[0]
+                              for length in self.lengths])
+            return reported_quantiles(quantiles, length_factors(table, self.lengths, work),
+                                      dedicated_seconds)
+        return np.maximum(calibrator.adjust([row], quantiles[None])[0], dedicated_seconds)

@@ -27,8 +27,7 @@ def show_backtest(console: Console, result: dict[str, Any]) -> None:
                       f"{100 * row['mean_abs_error']:.1f}%",
                       f"{100 * row['median_abs_error']:.1f}%",
                       _ratio(row.get("total_mean_over_realised")),
-                      "-" if coverage is None else "/".join(
-                          f"{100 * coverage[level]:.0f}%" for level in LEVELS),
+                      _coverage(coverage, row.get("coverage_bounds"), row.get("unfinished")),
                       "-" if before is None else "/".join(
                           f"{100 * before[level]:.0f}%" for level in LEVELS),
                       "-" if row["median_p90_over_p50"] is None
@@ -37,9 +36,21 @@ def show_backtest(console: Console, result: dict[str, Any]) -> None:
     console.print(table)
     if any(row.get("unfinished") for row in result["summary"]):
         console.print("unfinished: split tasks that ran past a station's log, not scored; "
-                      "|err| / paper's is on the launches both finished, and in brackets "
+                      "in brackets the coverage counting them (missed unless a quantile is "
+                      "after the time they are known to have run), and |err| / paper's "
                       "with the paper model's unfinished ones at the least error they can "
-                      "have (a bound above the ratio)")
+                      "have (a bound above the ratio; before it, on the launches both "
+                      "finished)")
+
+
+def _coverage(coverage: dict[str, float] | None, bounds: dict[str, list[float]] | None,
+              unfinished: int | None) -> str:
+    if coverage is None:
+        return "-"
+    text = "/".join(f"{100 * coverage[level]:.0f}%" for level in LEVELS)
+    if unfinished and bounds is not None:
+        text += " (>= " + "/".join(f"{100 * bounds[level][0]:.0f}%" for level in LEVELS) + ")"
+    return text
 
 
 def _vs_paper(comparison: dict[str, Any] | None) -> str:

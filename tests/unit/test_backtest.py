@@ -95,6 +95,12 @@ def test_cli_json_contract_and_realised_times_from_an_independent_walk(tmp_path)
                 assert 0 < q["p50"] <= q["p90"] <= q["p95"]
                 # no task finishes before its slowest share's dedicated time (tau 1)
                 assert q["p50"] >= max(record["shares"].values()) * (1 - 1e-9)
+        for record in body["unfinished"]:
+            assert set(record) == {"predictor", "launch_seconds", "work", "shares",
+                                   "known_seconds", "mean", "quantiles"}
+        if not extra:
+            # a single-host task is launched only where it finishes inside the log
+            assert body["unfinished"] == []
         if extra:
             assert all(len(r["shares"]) == 2 for r in body["launches"])
         else:
@@ -679,6 +685,28 @@ def test_a_split_that_runs_past_the_log_is_kept_as_unfinished_and_compared():
             sum(error(own[at]) for at in shared + censored)
             / (sum(error(paper[at]) for at in shared) + sum(bound)))
     assert rows_by_name["calibrated"]["vs_paper"]["paper_unfinished"] >= 2
+    for row in out["summary"]:
+        own = [r for r in out["launches"] if r["predictor"] == row["predictor"]]
+        open_ = [r for r in out["unfinished"] if r["predictor"] == row["predictor"]]
+        assert row["unfinished"] == len(open_)
+        if row["predictor"] == "naive":
+            assert row["coverage_bounds"] is None
+            assert all(r["quantiles"] is None for r in open_)
+            continue
+        for level in LEVELS:
+            met = sum(r["realised_seconds"] <= r["quantiles"][level] for r in own)
+            # past the known time: a quantile before it is missed, one after it undecided
+            undecided = sum(r["quantiles"][level] > r["known_seconds"] for r in open_)
+            assert row["coverage_bounds"][level] == pytest.approx(
+                [met / (len(own) + len(open_)), (met + undecided) / (len(own) + len(open_))])
+        if not open_:
+            assert [row["coverage_bounds"][level][0] for level in LEVELS] == pytest.approx(
+                [row["coverage"][level] for level in LEVELS])
+    # the served quantiles of an unfinished split are the default's as it would serve them:
+    # at or after the slowest share's dedicated time
+    for r in out["unfinished"]:
+        if r["quantiles"] is not None:
+            assert r["quantiles"]["p50"] >= max(r["shares"].values()) * (1 - 1e-9)
     console = Console(record=True, width=250)
     show_backtest(console, out)
     text = console.export_text()
