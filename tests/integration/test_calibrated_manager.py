@@ -82,6 +82,23 @@ def test_the_manager_scores_its_predictions_and_answers_calibrated(daemons, tmp_
     assert {launch["work"] for launch in shown["launches"]} == {900.0}
     hours = {round((launch["launch_seconds"] - zero) / 3600.0) for launch in shown["launches"]}
     assert len({h % 2 for h in hours}) == 1
+    # each predictor's error against the paper model's, on the same launches of the record
+    for row in shown["summary"]:
+        assert row["unfinished"] == 0
+        if row["predictor"] == "paper":
+            assert row["vs_paper"] is None
+            continue
+        pairs = [(own, paper) for own in shown["launches"] for paper in shown["launches"]
+                 if own["predictor"] == row["predictor"] and paper["predictor"] == "paper"
+                 and own["launch_seconds"] == paper["launch_seconds"]
+                 and own["work"] == paper["work"] == row["work"]]
+        assert row["vs_paper"]["launches"] == len(pairs) > 0
+
+        def error(r):
+            return abs(r["mean"] - r["realised_seconds"]) / r["realised_seconds"]
+
+        assert row["vs_paper"]["mean_abs_error_ratio"] == pytest.approx(
+            sum(error(own) for own, _ in pairs) / sum(error(paper) for _, paper in pairs))
     assert view["assumptions"]["load_model"].startswith("forecast over the task's own run")
     result = CliRunner().invoke(main, ["predict", "--manager", endpoint, "--work", "1h",
                                        "--json"])
