@@ -104,9 +104,10 @@ def summarise(records: Sequence[dict[str, Any]],
             row["coverage_bounds"] = _coverage_bounds(realised, q,
                                                       open_ended.get((name, work), ()))
         row["unfinished"] = len(open_ended.get((name, work), ()))
-        paper = groups.get((PAPER, work))
-        row["vs_paper"] = None if name == PAPER or paper is None else _vs_paper(
-            chosen, paper, open_ended.get((PAPER, work), ()))
+        # (a paper model whose every split ran past the logs is still compared, by bound)
+        paper, paper_open = groups.get((PAPER, work), []), open_ended.get((PAPER, work), [])
+        row["vs_paper"] = None if name == PAPER or not (paper or paper_open) else _vs_paper(
+            chosen, paper, paper_open)
         rows.append(row)
     return rows
 

@@ -56,10 +56,11 @@ def _coverage(coverage: dict[str, float] | None, bounds: dict[str, list[float]] 
 def _vs_paper(comparison: dict[str, Any] | None) -> str:
     """The error ratio on the launches both finished, and the bound counting the paper
     model's unfinished ones where it has any."""
-    if comparison is None or comparison["mean_abs_error_ratio"] is None:
+    if comparison is None:
         return "-"
-    text = f"{comparison['mean_abs_error_ratio']:.2f}x"
-    bound = comparison["mean_abs_error_ratio_bound"]
+    ratio, bound = comparison["mean_abs_error_ratio"], comparison["mean_abs_error_ratio_bound"]
+    # "-": no launch both finished (the paper model's every split ran past the logs)
+    text = "-" if ratio is None else f"{ratio:.2f}x"
     if comparison["paper_unfinished"] and bound is not None:
         text += f" (<= {bound:.2f}x)"
     return text

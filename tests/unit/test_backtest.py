@@ -711,3 +711,31 @@ def test_a_split_that_runs_past_the_log_is_kept_as_unfinished_and_compared():
     show_backtest(console, out)
     text = console.export_text()
     assert "unfinished" in text and "(<= " in text
+
+
+def test_a_paper_model_that_never_finishes_is_compared_by_its_bound():
+    """On 32 RICC stations the paper model's split ran past the log at every launch: the
+    others are still compared with it, on the least error it can have had."""
+    from ghs.backtest.scoring import summarise
+
+    def launch(predictor, at, mean, realised):
+        return {"predictor": predictor, "launch_seconds": at, "work": HOUR,
+                "shares": {"a": HOUR}, "realised_seconds": realised, "mean": mean,
+                "quantiles": {"p50": mean, "p90": 2 * mean, "p95": 3 * mean}}
+
+    ours = [launch("calibrated", 0.0, 2 * HOUR, 4 * HOUR),
+            launch("calibrated", HOUR, 2 * HOUR, 2 * HOUR)]
+    # known to have run 10 h and 4 h; means of 1 h: errors of at least 0.9 and 0.75
+    paper = [{"predictor": "paper", "launch_seconds": at, "work": HOUR, "shares": {"a": HOUR},
+              "known_seconds": known, "mean": HOUR,
+              "quantiles": {"p50": HOUR, "p90": HOUR, "p95": 5 * HOUR}}
+             for at, known in ((0.0, 10 * HOUR), (HOUR, 4 * HOUR))]
+    rows = {row["predictor"]: row for row in summarise(ours, paper)}
+    assert set(rows) == {"calibrated"}
+    assert rows["calibrated"]["vs_paper"] == {
+        "launches": 0, "mean_abs_error_ratio": None, "paper_unfinished": 2,
+        "mean_abs_error_ratio_bound": pytest.approx((0.5 + 0.0) / (0.9 + 0.75))}
+    console = Console(record=True, width=250)
+    show_backtest(console, {"mode": "parallel", "stations": ["a"], "default_predictor":
+                            "calibrated", "summary": [{**rows["calibrated"], "mode": "parallel"}]})
+    assert "- (<= 0.30x)" in console.export_text()
