@@ -86,7 +86,7 @@ def summarise(records: Sequence[dict[str, Any]],
                                                                       g[0][1])):
         realised = np.array([r["realised_seconds"] for r in chosen])
         mean = np.array([r["mean"] for r in chosen])
-        error = np.abs(mean - realised) / realised
+        error = _relative_errors(chosen)
         row: dict[str, Any] = {"predictor": name, "work": work, "launches": len(chosen),
                                "mean_abs_error": float(error.mean()),
                                "median_abs_error": float(np.median(error)),
@@ -95,13 +95,14 @@ def summarise(records: Sequence[dict[str, Any]],
                                "median_p90_over_p50": None, "coverage_bounds": None}
         if chosen[0]["quantiles"] is not None:
             q = np.array([[r["quantiles"][level] for level in LEVELS] for r in chosen])
-            row["coverage"] = {level: float(np.mean(realised <= q[:, i]))
+            met = (realised[:, None] <= q).sum(axis=0)
+            row["coverage"] = {level: float(met[i] / len(chosen))
                                for i, level in enumerate(LEVELS)}
             # before, by more than rounding: a run ending on its dedicated time is "by" it
             row["finished_before"] = {level: float(np.mean(realised < q[:, i] * _BEFORE))
                                       for i, level in enumerate(LEVELS)}
             row["median_p90_over_p50"] = float(np.median(q[:, 1] / q[:, 0]))
-            row["coverage_bounds"] = _coverage_bounds(realised, q,
+            row["coverage_bounds"] = _coverage_bounds(met, len(chosen),
                                                       open_ended.get((name, work), ()))
         row["unfinished"] = len(open_ended.get((name, work), ()))
         # (a paper model whose every split ran past the logs is still compared, by bound)
@@ -112,21 +113,26 @@ def summarise(records: Sequence[dict[str, Any]],
     return rows
 
 
-def _coverage_bounds(realised: np.ndarray, q: np.ndarray,
+def _relative_errors(records: Sequence[dict[str, Any]]) -> np.ndarray:
+    """|mean - realised| / realised of each finished launch."""
+    realised = np.array([r["realised_seconds"] for r in records], dtype=float)
+    mean = np.array([r["mean"] for r in records], dtype=float)
+    return np.abs(mean - realised) / realised
+
+
+def _coverage_bounds(met: np.ndarray, finished: int,
                      unfinished: Sequence[dict[str, Any]]) -> dict[str, list[float]]:
-    """Each quantile's coverage over every launch, the unfinished ones too: [low, high].
-    An unfinished task ran past ``known_seconds``, so a quantile at or before that time is
+    """Each quantile's coverage over every launch, the unfinished ones too: [low, high],
+    from ``met``, the count of the ``finished`` launches done by each quantile. An
+    unfinished task ran past ``known_seconds``, so a quantile at or before that time is
     missed; one after it may be met or not (low counts it missed, high met)."""
     known = np.array([r["known_seconds"] for r in unfinished])
     open_q = np.array([[r["quantiles"][level] for level in LEVELS] for r in unfinished]
                       ).reshape(len(unfinished), len(LEVELS))
-    total = len(realised) + len(unfinished)
-    bounds = {}
-    for i, level in enumerate(LEVELS):
-        covered = int(np.sum(realised <= q[:, i]))
-        undecided = int(np.sum(open_q[:, i] > known))
-        bounds[level] = [covered / total, (covered + undecided) / total]
-    return bounds
+    undecided = (open_q > known[:, None]).sum(axis=0)
+    total = finished + len(unfinished)
+    return {level: [float(met[i] / total), float((met[i] + undecided[i]) / total)]
+            for i, level in enumerate(LEVELS)}
 
 
 def _vs_paper(chosen: Sequence[dict[str, Any]], paper: Sequence[dict[str, Any]],
@@ -136,17 +142,14 @@ def _vs_paper(chosen: Sequence[dict[str, Any]], paper: Sequence[dict[str, Any]],
     only the paper model's split ran past its stations' logs (``paper_unfinished``): there
     its realised time is only known to exceed ``known_seconds``, so its error is at least
     1 - mean / known_seconds, and ``mean_abs_error_ratio_bound`` is at least the true ratio
-    over those launches. A split the paper model sends to stations with queues running at
-    launch runs past the log most often: on the launches both finish, the paper model is
-    scored on its luckiest launches only."""
+    over those launches. The paper model's split runs past the log most often (on 32 NASA
+    stations at 374 of 448 launches, on 32 RICC stations at all): on the launches both
+    finish, it is scored on its luckiest launches only."""
     def key(record: dict[str, Any]) -> tuple[Any, ...]:
         return record["launch_seconds"], tuple(sorted(record["shares"]))
 
-    def error(record: dict[str, Any]) -> float:
-        return abs(record["mean"] - record["realised_seconds"]) / record["realised_seconds"]
-
-    own = {key(r): error(r) for r in chosen}
-    theirs = {key(r): error(r) for r in paper}
+    own = dict(zip(map(key, chosen), _relative_errors(chosen).tolist()))
+    theirs = dict(zip(map(key, paper), _relative_errors(paper).tolist()))
     # the paper model's error at a launch it did not finish: a bound below it
     bounds = {key(r): max(0.0, 1.0 - r["mean"] / r["known_seconds"])
               for r in paper_unfinished}
