@@ -82,29 +82,36 @@ def summarise(records: Sequence[dict[str, Any]],
         open_ended.setdefault((record["predictor"], record["work"]), []).append(record)
     order = {name: i for i, name in enumerate((*PREDICTORS, RECOMBINED))}
     rows = []
-    for (name, work), chosen in sorted(groups.items(), key=lambda g: (order.get(g[0][0], 99),
-                                                                      g[0][1])):
-        realised = np.array([r["realised_seconds"] for r in chosen])
-        mean = np.array([r["mean"] for r in chosen])
-        error = _relative_errors(chosen)
+    # a predictor whose every task ran past the logs still gets its row: it was asked, and
+    # what is known of its launches (none finished by their quantiles' times) is a bound
+    for name, work in sorted({*groups, *open_ended}, key=lambda g: (order.get(g[0], 99), g[1])):
+        chosen = groups.get((name, work), [])
         row: dict[str, Any] = {"predictor": name, "work": work, "launches": len(chosen),
-                               "mean_abs_error": float(error.mean()),
-                               "median_abs_error": float(np.median(error)),
-                               "total_mean_over_realised": float(mean.sum() / realised.sum()),
+                               "mean_abs_error": None, "median_abs_error": None,
+                               "total_mean_over_realised": None,
                                "coverage": None, "finished_before": None,
                                "median_p90_over_p50": None, "coverage_bounds": None}
-        if chosen[0]["quantiles"] is not None:
-            q = np.array([[r["quantiles"][level] for level in LEVELS] for r in chosen])
-            met = (realised[:, None] <= q).sum(axis=0)
-            row["coverage"] = {level: float(met[i] / len(chosen))
-                               for i, level in enumerate(LEVELS)}
-            # before, by more than rounding: a run ending on its dedicated time is "by" it
-            row["finished_before"] = {level: float(np.mean(realised < q[:, i] * _BEFORE))
-                                      for i, level in enumerate(LEVELS)}
-            row["median_p90_over_p50"] = float(np.median(q[:, 1] / q[:, 0]))
-            row["coverage_bounds"] = _coverage_bounds(met, len(chosen),
-                                                      open_ended.get((name, work), ()))
-        row["unfinished"] = len(open_ended.get((name, work), ()))
+        open_records = open_ended.get((name, work), [])
+        if chosen:
+            realised = np.array([r["realised_seconds"] for r in chosen])
+            mean = np.array([r["mean"] for r in chosen])
+            error = _relative_errors(chosen)
+            row.update(mean_abs_error=float(error.mean()),
+                       median_abs_error=float(np.median(error)),
+                       total_mean_over_realised=float(mean.sum() / realised.sum()))
+        if (chosen or open_records)[0]["quantiles"] is not None:
+            met = np.zeros(len(LEVELS), dtype=int)
+            if chosen:
+                q = np.array([[r["quantiles"][level] for level in LEVELS] for r in chosen])
+                met = (realised[:, None] <= q).sum(axis=0)
+                row["coverage"] = {level: float(met[i] / len(chosen))
+                                   for i, level in enumerate(LEVELS)}
+                # before, by more than rounding: a run ending on its dedicated time is "by" it
+                row["finished_before"] = {level: float(np.mean(realised < q[:, i] * _BEFORE))
+                                          for i, level in enumerate(LEVELS)}
+                row["median_p90_over_p50"] = float(np.median(q[:, 1] / q[:, 0]))
+            row["coverage_bounds"] = _coverage_bounds(met, len(chosen), open_records)
+        row["unfinished"] = len(open_records)
         # (a paper model whose every split ran past the logs is still compared, by bound)
         paper, paper_open = groups.get((PAPER, work), []), open_ended.get((PAPER, work), [])
         row["vs_paper"] = None if name == PAPER or not (paper or paper_open) else _vs_paper(

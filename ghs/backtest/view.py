@@ -24,8 +24,7 @@ def show_backtest(console: Console, result: dict[str, Any]) -> None:
     for row in result["summary"]:
         coverage, before = row["coverage"], row.get("finished_before")
         table.add_row(row["predictor"], format_duration(row["work"]), str(row["launches"]),
-                      f"{100 * row['mean_abs_error']:.1f}%",
-                      f"{100 * row['median_abs_error']:.1f}%",
+                      _percent(row["mean_abs_error"]), _percent(row["median_abs_error"]),
                       _ratio(row.get("total_mean_over_realised")),
                       _coverage(coverage, row.get("coverage_bounds"), row.get("unfinished")),
                       "-" if before is None else "/".join(
@@ -45,12 +44,18 @@ def show_backtest(console: Console, result: dict[str, Any]) -> None:
 
 def _coverage(coverage: dict[str, float] | None, bounds: dict[str, list[float]] | None,
               unfinished: int | None) -> str:
-    if coverage is None:
+    if bounds is None:
         return "-"
-    text = "/".join(f"{100 * coverage[level]:.0f}%" for level in LEVELS)
-    if unfinished and bounds is not None:
+    # a row none of whose tasks finished has the bounds alone ("-" before them)
+    text = "-" if coverage is None else "/".join(f"{100 * coverage[level]:.0f}%"
+                                                 for level in LEVELS)
+    if unfinished:
         text += " (>= " + "/".join(f"{100 * bounds[level][0]:.0f}%" for level in LEVELS) + ")"
     return text
+
+
+def _percent(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.1f}%"
 
 
 def _vs_paper(comparison: dict[str, Any] | None) -> str:
@@ -102,7 +107,8 @@ def plot_backtest(result: dict[str, Any], path: str) -> str:
                 shift = 0.006 * (index - (len(predictors) - 1) / 2)
                 reliability.vlines([level + shift for level in NOMINAL], before, observed,
                                    color=colour, alpha=0.6, linewidth=2)
-        errors.plot([r["work"] / 3600.0 for r in rows], [r["mean_abs_error"] for r in rows],
+        scored = [r for r in rows if r["mean_abs_error"] is not None]
+        errors.plot([r["work"] / 3600.0 for r in scored], [r["mean_abs_error"] for r in scored],
                     "o-", color=colour, label=name)
     reliability.set_xlim(0.4, 1.0)
     reliability.set_ylim(0.0, 1.02)

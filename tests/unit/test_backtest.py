@@ -731,11 +731,23 @@ def test_a_paper_model_that_never_finishes_is_compared_by_its_bound():
               "quantiles": {"p50": HOUR, "p90": HOUR, "p95": 5 * HOUR}}
              for at, known in ((0.0, 10 * HOUR), (HOUR, 4 * HOUR))]
     rows = {row["predictor"]: row for row in summarise(ours, paper)}
-    assert set(rows) == {"calibrated"}
     assert rows["calibrated"]["vs_paper"] == {
         "launches": 0, "mean_abs_error_ratio": None, "paper_unfinished": 2,
         "mean_abs_error_ratio_bound": pytest.approx((0.5 + 0.0) / (0.9 + 0.75))}
+    # the paper model keeps its row: nothing finished, so no error, and its coverage is
+    # known only as bounds (its p50 and p90 of 1 h came before the 10 h and 4 h known, its
+    # p95 of 5 h before the 10 h; after the 4 h it may or may not have been met)
+    assert rows["paper"] == {
+        "predictor": "paper", "work": HOUR, "launches": 0, "mean_abs_error": None,
+        "median_abs_error": None, "total_mean_over_realised": None, "coverage": None,
+        "finished_before": None, "median_p90_over_p50": None, "unfinished": 2,
+        "coverage_bounds": {"p50": [0.0, 0.0], "p90": [0.0, 0.0], "p95": [0.0, 0.5]},
+        "vs_paper": None}
     console = Console(record=True, width=250)
     show_backtest(console, {"mode": "parallel", "stations": ["a"], "default_predictor":
-                            "calibrated", "summary": [{**rows["calibrated"], "mode": "parallel"}]})
-    assert "- (<= 0.30x)" in console.export_text()
+                            "calibrated", "summary": [{**rows[name], "mode": "parallel"}
+                                                      for name in ("paper", "calibrated")]})
+    text = console.export_text()
+    assert "- (<= 0.30x)" in text
+    paper_line = next(line for line in text.splitlines() if line.strip("│ ").startswith("paper"))
+    assert "- (>= 0%/0%/0%)" in paper_line and paper_line.count(" - ") >= 3
