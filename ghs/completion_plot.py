@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from ghs.errors import GhsError
+from ghs.figure_file import save_figure
 from scheduler import Prediction
 
 POINTS = 400
@@ -73,10 +74,7 @@ def plot_completion(prediction: Prediction, path: str | Path, *,
     axes.grid(alpha=0.3)
     target = Path(path)
     try:
-        figure.savefig(target, dpi=110)
-    except OSError as exc:
-        raise GhsError(f"cannot write the plot to {str(target)!r}: {exc.strerror}",
-                       field="plot", value=str(target)) from None
+        save_figure(figure, target, 110)
     finally:
         plt.close(figure)
     return target

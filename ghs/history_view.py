@@ -11,6 +11,7 @@ from rich.table import Table
 
 from ghs.durations import format_duration
 from ghs.errors import GhsError
+from ghs.figure_file import save_figure
 
 
 def _when(epoch: float | None) -> str:
@@ -105,5 +106,5 @@ def plot_history(history: dict[str, Any], path: str) -> str:
     axes.set_title(f"{history['host']}: load and harvestable CPU")
     axes.legend(loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=2, fontsize="small")
     figure.tight_layout()
-    figure.savefig(path, dpi=100)
+    save_figure(figure, path, 100)
     return path

@@ -11,6 +11,7 @@ from rich.table import Table
 from ghs.backtest.scoring import LEVELS, NOMINAL
 from ghs.durations import format_duration
 from ghs.errors import GhsError
+from ghs.figure_file import save_figure
 
 
 def show_backtest(console: Console, result: dict[str, Any]) -> None:
@@ -122,5 +123,5 @@ def plot_backtest(result: dict[str, Any], path: str) -> str:
     errors.set_title("error against task length")
     errors.legend(fontsize="small")
     figure.tight_layout()
-    figure.savefig(path, dpi=110)
+    save_figure(figure, path, 110)
     return path

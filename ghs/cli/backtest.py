@@ -13,6 +13,7 @@ from ghs.cli.common import (
     emit_json,
     fail,
     json_option,
+    plot_option,
     timeout_option,
 )
 
@@ -49,8 +50,7 @@ from ghs.cli.common import (
 @click.option("--utilisation", type=click.FloatRange(0.0, 1.0, min_open=True, max_open=True),
               default=0.3, help="Offered load of each workstation cut from an SWF log.")
 @click.option("--seed", type=SEED, default=1, help="Seed of the sampler's random times.")
-@click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None,
-              help="Write a PNG: reliability diagram and error against task length.")
+@plot_option("Write a PNG: reliability diagram and error against task length.")
 @timeout_option
 @json_option
 @click.pass_context

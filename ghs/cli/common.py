@@ -15,6 +15,7 @@ from rich.console import Console
 from ghs.config import Config, load_config
 from ghs.durations import parse_duration
 from ghs.errors import GhsError
+from ghs.figure_file import plot_path_problem
 from protocol.errors import ProtocolError
 from scheduler.errors import SchedulerError
 from sensors.errors import SensorError
@@ -180,6 +181,19 @@ def console() -> Console:
     if sys.stdout.isatty():
         return Console(highlight=False, soft_wrap=False)
     return Console(highlight=False, soft_wrap=False, width=PIPED_WIDTH)
+
+
+def plot_option(help_text: str) -> Any:
+    """``--plot PNG``, its folder checked before the command runs (a back-test or an
+    experiment draws its figure minutes later, last)."""
+    def checked(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+        problem = None if value is None else plot_path_problem(value)
+        if problem is not None:
+            raise click.BadParameter(f"cannot write {value!r}: {problem}", ctx=ctx, param=param)
+        return value
+
+    return click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None,
+                        callback=checked, help=help_text)
 
 
 def timeout_option(function: Any) -> Any:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from ghs.cli.common import DURATION, SEED, config_from, console, emit_json, json_option
+from ghs.cli.common import plot_option as png_option
 from ghs.daemon import sigterm_as_interrupt
 
 
@@ -27,10 +28,8 @@ def distributions(size, seed, as_json):
 
 
 def plot_option(function):
-    option = click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None,
-                          help="Also draw a PNG here (needs matplotlib: pip install "
-                               "'ghs[plot]').")
-    return option(function)
+    return png_option("Also draw a PNG here (needs matplotlib: pip install 'ghs[plot]').")(
+        function)
 
 
 def _render(result, as_json, show, plot=None, plot_path=None):

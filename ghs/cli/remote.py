@@ -11,6 +11,7 @@ from ghs.cli.common import (
     console,
     emit_json,
     json_option,
+    plot_option,
     timeout_option,
 )
 
@@ -45,8 +46,7 @@ def status(ctx, endpoint, wait, timeout, as_json):
               help="Manager endpoint (or GHS_MANAGER, or config 'manager').")
 @click.option("--since", type=POSITIVE_DURATION, default=86400.0,
               help="How far back from the host's latest record (default 24h).")
-@click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None,
-              help="Write a PNG of load and available fraction against time of day.")
+@plot_option("Write a PNG of load and available fraction against time of day.")
 @timeout_option
 @json_option
 @click.pass_context

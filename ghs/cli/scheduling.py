@@ -15,6 +15,7 @@ from ghs.cli.common import (
     console,
     emit_json,
     json_option,
+    plot_option,
     timeout_option,
     warn,
 )
@@ -83,8 +84,7 @@ def _remote(hosts_file: str | None, endpoint: str | None, config) -> bool:
 @click.option("--by", "by_seconds", type=DURATION, default=None,
               help="Also give the probability of finishing by this time after launch, "
                    "e.g. 3h (JSON key 'by').")
-@click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None,
-              help="Draw the completion-time CDF with each host's law to this PNG "
+@plot_option("Draw the completion-time CDF with each host's law to this PNG "
                    "(needs the 'plot' extra: matplotlib).")
 @_process_options
 @_summary_option

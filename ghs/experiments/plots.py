@@ -17,6 +17,7 @@ from ghs.experiments import (
 )
 from ghs.experiments.figures import counted, legend_beside, log_limits, note_off_axis
 from ghs.experiments.launches import LEVELS
+from ghs.figure_file import save_figure
 
 
 def _figure(width_inches: float, height_inches: float) -> Any:
@@ -50,7 +51,7 @@ def plot_partition(result: dict[str, Any], path: str) -> str | None:
     # the same partitions in every panel: one legend, below them, covering no line
     figure.legend(*axes.get_legend_handles_labels(), loc="outside lower center",
                   ncol=len(partition.PARTITIONS))
-    figure.savefig(path, dpi=100)
+    save_figure(figure, path, 100)
     return path
 
 
@@ -74,7 +75,7 @@ def plot_selection(result: dict[str, Any], path: str) -> str | None:
                     [f"{pool['hosts']} hosts" for pool in result["pools"]])
     axes.set_ylabel("simulated completion (s)")
     legend_beside(axes, fontsize="small")
-    figure.savefig(path, dpi=100)
+    save_figure(figure, path, 100)
     return path
 
 
@@ -112,7 +113,7 @@ def plot_error_vs_length(result: dict[str, Any], path: str) -> str | None:
     # the same lines in both panels: one legend below them, covering neither
     figure.legend(*axes.get_legend_handles_labels(), loc="outside lower center", ncol=4,
                   fontsize="small")
-    figure.savefig(path, dpi=100)
+    save_figure(figure, path, 100)
     return path
 
 
@@ -138,7 +139,7 @@ def plot_calibration(result: dict[str, Any], path: str) -> str | None:
         axes.set_title("one workstation" if section == "single"
                        else counted(result["stations"], "workstation"))
         legend_beside(axes, fontsize="x-small")
-    figure.savefig(path, dpi=100)
+    save_figure(figure, path, 100)
     return path
 
 
@@ -171,7 +172,7 @@ def plot_trace_study(result: dict[str, Any], path: str) -> str | None:
     axes.set_ylabel("mean |error|")
     axes.set_title(f"{result['info']['source']}: error sources")
     legend_beside(axes, fontsize="small")
-    figure.savefig(path, dpi=100)
+    save_figure(figure, path, 100)
     return path
 
 
@@ -203,5 +204,5 @@ def plot_sampling_cost(result: dict[str, Any], path: str) -> str | None:
         top.annotate(phase["name"], xy=((index + 0.5) * phase_hours, 1.0),
                      xycoords=("data", "axes fraction"), xytext=(0, 3),
                      textcoords="offset points", ha="center", va="bottom", fontsize="small")
-    figure.savefig(path, dpi=100)
+    save_figure(figure, path, 100)
     return path

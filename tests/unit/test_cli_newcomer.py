@@ -368,6 +368,40 @@ def test_plot_without_matplotlib_is_one_line(tmp_path, monkeypatch):
     assert not (tmp_path / "x.png").exists()
 
 
+@pytest.mark.parametrize("command", [
+    ("predict", "--hosts-file", EXAMPLE, "--work", "8h"),
+    ("backtest", "--trace", "{csv}", "--work", "1h"),
+    ("experiment", "calibration", "--size", "1"),
+    ("history", "ws1", "--manager", "tcp://127.0.0.1:9"),
+])
+def test_a_plot_into_a_missing_folder_is_refused_before_any_work(tmp_path, command):
+    """A back-test or an experiment draws its figure last: a --plot whose folder is missing
+    was a traceback after minutes of work. It is one line, at once, on every command."""
+    log = tmp_path / "ws.csv"  # a workstation log a back-test would run for minutes
+    log.write_text("arrival_seconds,cpu_seconds,user,command\n"
+                   + "".join(f"{k * 3600},{600},u,job\n" for k in range(24 * 8)))
+    started = time.monotonic()
+    result = invoke(*(str(log) if a == "{csv}" else a for a in command), "--plot",
+                    str(tmp_path / "missing" / "x.png"))
+    one_line_error(result, "--plot", "does not exist")
+    assert time.monotonic() - started < 10.0
+
+
+def test_a_plot_that_cannot_be_written_is_one_error(tmp_path):
+    pytest.importorskip("matplotlib")
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    from ghs.errors import GhsError
+    from ghs.figure_file import save_figure
+
+    figure = Figure()
+    FigureCanvasAgg(figure)
+    (tmp_path / "taken.png").mkdir()  # a folder where the file should go
+    with pytest.raises(GhsError, match="cannot write the plot to"):
+        save_figure(figure, tmp_path / "taken.png", 50)
+
+
 def test_figure_labels_count_and_axes_follow_the_compared_lines():
     from ghs.experiments.figures import counted, log_limits
 

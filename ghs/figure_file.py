@@ -1,0 +1,32 @@
+"""Writing a figure to the path a user gave (``--plot``): one check and one error for every
+command that draws one."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from ghs.errors import GhsError
+
+
+def plot_path_problem(path: str | Path) -> str | None:
+    """Why ``path`` cannot take a PNG (its folder missing or not writable), or None. Checked
+    before a command runs: a back-test or an experiment takes minutes, and its figure is
+    written last."""
+    folder = Path(path).expanduser().parent
+    if not folder.is_dir():
+        return f"folder {str(folder)!r} does not exist"
+    if not os.access(folder, os.W_OK):
+        return f"folder {str(folder)!r} is not writable"
+    return None
+
+
+def save_figure(figure: Any, path: str | Path, dpi: int) -> None:
+    """Write a matplotlib ``figure`` to ``path`` as a PNG; a file that cannot be written is
+    a one-line GhsError naming it."""
+    try:
+        figure.savefig(Path(path).expanduser(), dpi=dpi)
+    except OSError as exc:
+        raise GhsError(f"cannot write the plot to {str(path)!r}: {exc.strerror or exc}",
+                       field="plot", value=str(path)) from None
