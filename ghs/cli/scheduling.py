@@ -85,7 +85,7 @@ def _remote(hosts_file: str | None, endpoint: str | None, config) -> bool:
               help="Also give the probability of finishing by this time after launch, "
                    "e.g. 3h (JSON key 'by').")
 @plot_option("Draw the completion-time CDF with each host's law to this PNG "
-                   "(needs the 'plot' extra: matplotlib).")
+             "(needs the 'plot' extra: matplotlib).")
 @_process_options
 @_summary_option
 @json_option
