@@ -109,8 +109,14 @@ def model_assumptions(prediction: Prediction, source: str,
             start += ("; the mean combined (geometric mean) with that of the same shares with "
                       "each host's new arrivals at most its long-run utilisation "
                       f"({prediction.held_mean_seconds:,.0f} s)")
+        calibration = CONFORMAL_CALIBRATION
+        law = prediction.law
+        if law is not None and law.floor > 0.0:
+            calibration += (f"; the chance that every share ends on its dedicated time, "
+                            f"{law.floor:.2f}, from each host's record of launches that did "
+                            f"(the hosts taken as independent)")
         return Assumptions(start_state=start, load_model=LOAD_MODELS["manager forecast"],
-                           calibration=CONFORMAL_CALIBRATION,
+                           calibration=calibration,
                            distribution=prediction.distribution,
                            processes=processes_assumed(placement))
     return Assumptions(start_state=start_state(prediction), load_model=LOAD_MODELS[source],

@@ -305,11 +305,14 @@ def _rebuild_prediction(body: dict[str, Any]) -> Prediction:
         # a manager before the pooled far tail sends its three levels' factors only
         levels = given.get("calibration_levels", LEVELS[:len(given["calibration_factors"])])
         ones = [1.0] * len(levels)
+        # a split's hosts' chances of ending on their dedicated time (scheduler.no_delay)
+        chances = [p.get("no_delay_chance") for p in rows]
         # and the floor its one-host mean was held at (scheduler.age_floor), if any
         # and the record view's mean it was combined with (scheduler.combined_mean), if any,
         # or for a split the held view's
         return calibrated_prediction(prediction, [ones if f is None else f for f in factors],
                                      levels, body.get("mean_floor_seconds"),
                                      body.get("record_mean_seconds"),
-                                     body.get("held_mean_seconds"))
+                                     body.get("held_mean_seconds"),
+                                     None if None in chances else chances)
     return prediction

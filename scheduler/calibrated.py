@@ -38,6 +38,10 @@ REPORTED = {"p50": 0.5, "p90": 0.9, "p95": 0.95, "p99": 0.99}
 # the levels a manager serves each host's law calibrated at: its own record's three and the
 # far tail's pooled over hosts (scheduler.conformal.TAIL_LEVELS)
 SERVED_LEVELS = (*LEVELS, *TAIL_LEVELS)
+# a share ended on its dedicated time (scheduler.no_delay) if it took at most this much
+# longer: a manager reads the outcome off the capacity series, where an idle machine's
+# lowest-priority task measures a little under a whole core
+NO_DELAY_SLACK = 0.01
 
 
 @dataclass(frozen=True, eq=False)
@@ -62,6 +66,10 @@ class CalibratedLaw:
     tail_scale: np.ndarray | None = None
     tail_exponent: np.ndarray | None = None
     tail_level: float = 1.0
+    # the chance, from the hosts' records, that every share ends on its dedicated time
+    # (scheduler.no_delay): the law is at least that from ``floor_seconds`` on
+    floor: float = 0.0
+    floor_seconds: float = 0.0
 
     def cdf(self, x: Any) -> np.ndarray:
         """P(T <= x) of the calibrated law at times x (seconds): interpolated on the grid,
@@ -72,6 +80,8 @@ class CalibratedLaw:
         if past.any() and self._has_tail():
             values = np.where(past, self._past_end(np.maximum(x, self.grid_seconds[-1])),
                               values)
+        if self.floor > 0.0:
+            values = np.where(x >= self.floor_seconds, np.maximum(values, self.floor), values)
         return np.where(x < self.start_seconds, 0.0, values)
 
     def _has_tail(self) -> bool:
@@ -105,19 +115,36 @@ class CalibratedLaw:
         return np.where(reachable, np.exp(high), end)
 
 
-def calibrate(prediction: Any, factors: Any, levels: Any = LEVELS) -> CalibratedLaw:
+def calibrate(prediction: Any, factors: Any, levels: Any = LEVELS,
+              no_delay: Any = None) -> CalibratedLaw:
     """Apply per-host quantile ``factors`` (hosts, levels), > 0, to ``prediction``
-    (a :class:`scheduler.Prediction`) and combine the hosts' calibrated laws."""
+    (a :class:`scheduler.Prediction`) and combine the hosts' calibrated laws. ``no_delay``
+    (hosts,), in [0, 1]: each host's chance, from its record, that its share ends on its
+    dedicated time (:mod:`scheduler.no_delay`); a task split over several hosts then has a
+    law at least their product from its longest share's dedicated time (times
+    1 + ``NO_DELAY_SLACK``) on."""
     nominal = np.asarray(levels, dtype=float)
     f = np.asarray(factors, dtype=float)
     hosts = len(prediction.hosts)
     if f.shape != (hosts, nominal.size) or not (np.isfinite(f).all() and (f > 0).all()):
         raise InvalidArgumentError(f"factors must be positive, shape ({hosts}, {nominal.size})",
                                    field="factors", value=None)
-    return _calibrate(prediction, f, nominal)
+    floor = 0.0
+    if no_delay is not None:
+        chances = np.asarray(no_delay, dtype=float)
+        if chances.shape != (hosts,) or not (np.isfinite(chances).all()
+                                             and (chances >= 0).all() and (chances <= 1).all()):
+            raise InvalidArgumentError(f"no_delay must give one chance in [0, 1] per host "
+                                       f"({hosts})", field="no_delay", value=None)
+        working = np.asarray(prediction.dedicated_seconds, dtype=float) > 0
+        # the shares taken as independent (scheduler.no_delay); one host's own factors
+        # already place its atom
+        floor = float(np.prod(chances[working])) if working.sum() > 1 else 0.0
+    return _calibrate(prediction, f, nominal, floor)
 
 
-def _calibrate(prediction: Any, factors: np.ndarray, levels: np.ndarray) -> CalibratedLaw:
+def _calibrate(prediction: Any, factors: np.ndarray, levels: np.ndarray,
+               floor: float = 0.0) -> CalibratedLaw:
     grid = _grid(prediction, factors)
     # a host the model sees as never interrupted is mapped as one with a vanishing chance of
     # delay (scheduler.model.VANISHING_INTERRUPTION): a pure atom has no tail to map
@@ -135,14 +162,19 @@ def _calibrate(prediction: Any, factors: np.ndarray, levels: np.ndarray) -> Cali
         _level_map(host_cdf[:, live:], at_reported, levels), grid[live:], reported, levels,
         dedicated > 0), axis=0)
     task_cdf = np.maximum.accumulate(task_cdf)
+    start = float(dedicated.max(initial=0.0))
+    floor_seconds = start * (1.0 + NO_DELAY_SLACK)
+    if floor > 0.0:
+        task_cdf = np.maximum(task_cdf, np.where(grid >= floor_seconds, floor, 0.0))
     names = list(REPORTED)
     wanted = np.array(list(REPORTED.values()))
     values = _row_quantiles(grid, task_cdf[None, :], wanted)[0]
     scale, exponent = _tails(reported, levels, dedicated > 0)
     # the grid puts a host's first finishes up to a step before its start: no quantile of
     # the task comes before its slowest share's dedicated time
-    start = float(dedicated.max(initial=0.0))
     values = np.maximum(values, start)
+    # a level the floor covers is reached where the floor starts, not a grid step after
+    values = np.where(wanted <= floor, np.minimum(values, floor_seconds), values)
     # The moments integrate the survival function on the grid; the model's own law, integrated
     # on the same grid, corrects the discretisation (exact when every factor is 1).
     model_cdf = np.maximum.accumulate(np.prod(host_cdf, axis=0))
@@ -154,7 +186,8 @@ def _calibrate(prediction: Any, factors: np.ndarray, levels: np.ndarray) -> Cali
     law = CalibratedLaw(float(mean), std, dict(zip(names, map(float, values))), reported,
                         factors, grid, task_cdf, start, tuple(map(float, levels)),
                         tail_scale=scale, tail_exponent=exponent,
-                        tail_level=float(levels[-2]) if levels.size > 1 else 1.0)
+                        tail_level=float(levels[-2]) if levels.size > 1 else 1.0,
+                        floor=floor, floor_seconds=floor_seconds if floor > 0.0 else 0.0)
     short = wanted > task_cdf[-1]
     if short.any() and law._has_tail():
         # a heavy tail over many hosts puts a high quantile past the grid's end (a p99 over
@@ -351,6 +384,10 @@ class CalibratedPrediction(Prediction):
             row["calibration_factors"] = dict(zip(names, map(float, factors)))
         payload["model"] = self.model
         payload["calibrated_law"] = {"mean": self.law.mean, "std": self.law.std}
+        if self.law.floor > 0.0:
+            # the chance every share ends on its dedicated time (scheduler.no_delay)
+            payload["calibrated_law"]["no_delay"] = {"chance": self.law.floor,
+                                                     "from_seconds": self.law.floor_seconds}
         if self.mean_floor_seconds is not None:
             payload["mean_floor_seconds"] = self.mean_floor_seconds
         if self.record_mean_seconds is not None:
@@ -363,7 +400,8 @@ class CalibratedPrediction(Prediction):
 def calibrated_prediction(prediction: Prediction, factors: Any, levels: Any = LEVELS,
                           mean_floor_seconds: float | None = None,
                           record_mean_seconds: float | None = None,
-                          held_mean_seconds: float | None = None) -> CalibratedPrediction:
+                          held_mean_seconds: float | None = None,
+                          no_delay: Any = None) -> CalibratedPrediction:
     """``prediction`` with each host's quantile ``factors`` (hosts, levels) at ``levels``
     applied and the hosts' calibrated laws combined (:func:`calibrate`): calibrated
     quantiles and cdf, the model's mean and std. A one-host answer on a host of one core
@@ -374,8 +412,9 @@ def calibrated_prediction(prediction: Prediction, factors: Any, levels: Any = LE
     host's record chose, idle under the arrivals' load where no job runs). A split whose
     view left the new arrivals unheld serves the mean of
     :func:`scheduler.combined_mean.split_mean_seconds`, combined with ``held_mean_seconds``.
-    ``model`` keeps the model's."""
-    law = calibrate(prediction, factors, levels)
+    ``no_delay``: each host's chance of ending on its dedicated time, from its record
+    (:func:`calibrate`; a split's). ``model`` keeps the model's."""
+    law = calibrate(prediction, factors, levels, no_delay)
     own = {f.name: getattr(prediction, f.name) for f in fields(Prediction)}
     model = {"mean": prediction.mean, "std": prediction.std,
              "quantiles": dict(prediction.quantiles)}

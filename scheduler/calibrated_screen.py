@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from scheduler.calibrated import GRID_POINTS, _level_map, reported_quantiles
-from scheduler.calibrated_selection import _quantiles, _window_cdf
+from scheduler.calibrated_selection import _quantiles, _window_cdf, floored, set_floors
 from scheduler.model import Servers, with_vanishing_interruption
 from scheduler.power_tail import TAIL_FROM, _power_tail
 
@@ -52,13 +52,16 @@ _BLOCK_POINTS = 65_536
 
 
 def screen_moments(servers: Any, dedicated_seconds: np.ndarray, factors: np.ndarray,
-                   levels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+                   levels: np.ndarray, no_delay: np.ndarray | None = None
+                   ) -> tuple[np.ndarray, np.ndarray]:
     """(mean, variance) of each set's calibrated law as the served law gives it, up to the
     model moments' accuracy (see the module docstring).
 
     ``servers``: (B, hosts) plain laws, one server type per host (``build_servers`` without a
     backlog); ``dedicated_seconds`` (B, hosts), 0 where a host has no work; ``factors``
-    (B, hosts, levels) of each member's calibrator, 1 where a host has no work.
+    (B, hosts, levels) of each member's calibrator, 1 where a host has no work;
+    ``no_delay`` (B, hosts) each member's chance of ending on its dedicated time, None for
+    none (:func:`scheduler.calibrated_selection.set_floors`).
     """
     count = len(dedicated_seconds)
     pair_set, pair_host = np.nonzero(dedicated_seconds > 0)
@@ -114,6 +117,8 @@ def screen_moments(servers: Any, dedicated_seconds: np.ndarray, factors: np.ndar
         task[in_set[runs]] *= np.multiply.reduceat(mapped, runs, axis=0)
         model[in_set[runs]] *= np.multiply.reduceat(cdf, runs, axis=0)
     task = np.maximum.accumulate(task, axis=1)
+    if no_delay is not None:
+        floored(task, window, *set_floors(no_delay, dedicated_seconds))
     model = np.maximum.accumulate(model, axis=1)
     # before the window both CDFs are 0 (every map keeps 0 at 0), so the gap is too
     gap = model - task

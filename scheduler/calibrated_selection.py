@@ -26,7 +26,12 @@ from typing import Any
 import numpy as np
 
 from scheduler import completion, fits
-from scheduler.calibrated import GRID_POINTS, _level_map, reported_quantiles
+from scheduler.calibrated import (
+    GRID_POINTS,
+    NO_DELAY_SLACK,
+    _level_map,
+    reported_quantiles,
+)
 from scheduler.conformal import LEVELS
 from scheduler.errors import InvalidArgumentError
 from scheduler.host_cdf import _power
@@ -55,6 +60,10 @@ class SelectionCalibration:
     lengths_seconds: tuple[float, ...]
     factors: Mapping[str, Any]
     levels: tuple[float, ...] = field(default=LEVELS)
+    # host name -> (lengths,) its chance of ending on its dedicated time at each length, from
+    # its record (scheduler.no_delay); a split's law is at least their product from its
+    # longest share's dedicated time on (scheduler.calibrated.calibrate). Empty: none.
+    no_delay: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         lengths = np.asarray(self.lengths_seconds, dtype=float)
@@ -76,6 +85,13 @@ class SelectionCalibration:
                 raise InvalidArgumentError(
                     f"factors of host {name!r} must be positive, shape ({lengths.size}, "
                     f"{levels.size})", field="factors", value=name)
+        for name, chances in self.no_delay.items():
+            c = np.asarray(chances, dtype=float)
+            if c.shape != (lengths.size,) or not (np.isfinite(c).all() and (c > 0).all()
+                                                  and (c <= 1).all()):
+                raise InvalidArgumentError(
+                    f"no-delay chances of host {name!r} must lie in (0, 1], one per length "
+                    f"({lengths.size})", field="no_delay", value=name)
 
     def table(self, names: Sequence[str]) -> np.ndarray:
         """(hosts, lengths, levels) factors of ``names`` in order (1 where not given)."""
@@ -84,6 +100,39 @@ class SelectionCalibration:
             if name in self.factors:
                 out[k] = np.asarray(self.factors[name], dtype=float)
         return out
+
+
+    def no_delay_table(self, names: Sequence[str]) -> np.ndarray | None:
+        """(hosts, lengths) chances of ``names`` in order (None: no host has any; a host
+        not named has none, 0)."""
+        if not self.no_delay:
+            return None
+        out = np.zeros((len(names), len(self.lengths_seconds)))
+        for k, name in enumerate(names):
+            if name in self.no_delay:
+                out[k] = np.asarray(self.no_delay[name], dtype=float)
+        return out
+
+
+def set_floors(chances: np.ndarray, dedicated_seconds: np.ndarray
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """(B,) each set's chance that every share ends on its dedicated time, and (B,) from when
+    (seconds), as :func:`scheduler.calibrated.calibrate` applies them: ``chances`` (B, hosts)
+    each member's at its share, ``dedicated_seconds`` (B, hosts), 0 where a host has no work.
+    A set of one working host has none (its own factors place its atom)."""
+    working = dedicated_seconds > 0
+    floors = np.where(working, chances, 1.0).prod(axis=1)
+    floors = np.where(working.sum(axis=1) > 1, floors, 0.0)
+    return floors, dedicated_seconds.max(axis=1) * (1.0 + NO_DELAY_SLACK)
+
+
+def floored(cdf: np.ndarray, times: np.ndarray, floors: np.ndarray, since: np.ndarray
+            ) -> np.ndarray:
+    """Each row's task ``cdf`` at ``times`` (B, K) held at least at its ``floors`` (B,) from
+    ``since`` (B,) seconds on (in place; returns ``cdf``)."""
+    if floors.any():
+        np.maximum(cdf, np.where(times >= since[:, None], floors[:, None], 0.0), out=cdf)
+    return cdf
 
 
 def length_weights(lengths_seconds: Any, dedicated_seconds: Any
@@ -161,14 +210,15 @@ def shared_table(table: Any, sharing: Any = None) -> np.ndarray:
 
 
 def calibrated_moments(servers: Any, dedicated_seconds: np.ndarray, factors: np.ndarray,
-                       levels: np.ndarray, model_mean: np.ndarray, model_var: np.ndarray
-                       ) -> tuple[np.ndarray, np.ndarray]:
+                       levels: np.ndarray, model_mean: np.ndarray, model_var: np.ndarray,
+                       no_delay: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(mean, variance) of each set's calibrated law, seconds and s^2.
 
     ``servers``: (B, hosts x groups) laws laid out host by host, as ``build_servers`` gives
     them; ``dedicated_seconds``: (B, hosts), 0 where a host has no work; ``factors``:
     (B, hosts, levels), 1 where a host has no work; ``model_mean``/``model_var``: the model
-    law's moments of each set.
+    law's moments of each set; ``no_delay``: (B, hosts) each member's chance of ending on its
+    dedicated time (:func:`set_floors`), None for none.
     """
     count, hosts = dedicated_seconds.shape
     groups = servers.mult.shape[-1] // hosts
@@ -204,6 +254,8 @@ def calibrated_moments(servers: Any, dedicated_seconds: np.ndarray, factors: np.
     # pairs come set by set (np.nonzero's row-major order) and every set has work somewhere
     starts = np.searchsorted(pair_set, np.arange(count))
     task_cdf = np.maximum.accumulate(np.multiply.reduceat(mapped, starts, axis=0), axis=1)
+    if no_delay is not None:
+        floored(task_cdf, grid, *set_floors(no_delay, dedicated_seconds))
     model_cdf = np.maximum.accumulate(np.multiply.reduceat(host_cdf, starts, axis=0), axis=1)
     # the survival integrals' differences, integrated as one (survival 1 - task minus 1 - model)
     gap = model_cdf - task_cdf

@@ -203,6 +203,7 @@ class SetEvaluator:
         self.calibration = calibration
         # (candidates, lengths, levels) factors, in the candidates' order
         self.factor_table = None if calibration is None else calibration.table(names)
+        self.no_delay_table = None if calibration is None else calibration.no_delay_table(names)
         # the calibrated law maps each host's quantiles, which a moment fit of the backlog
         # mixture moves: use the exact mixture where ``predict`` would, set by set (the
         # whole pool's count moved criteria by up to 8% from the served law's)
@@ -265,6 +266,12 @@ class SetEvaluator:
         factors = length_factors(shared_table(self.factor_table[members], shares > 0),
                                  np.asarray(self.calibration.lengths_seconds), dedicated)
         factors = np.where(shares[..., None] > 0, factors, 1.0)
+        no_delay = None
+        if self.no_delay_table is not None:
+            with np.errstate(divide="ignore", invalid="ignore"):  # a host without: 0
+                no_delay = length_factors(self.no_delay_table[members][..., None],
+                                          np.asarray(self.calibration.lengths_seconds),
+                                          dedicated)[..., 0]
         screen = self._atoms is None and self.partition == "equal-mean"
         if rel_tol > _CALIBRATED_TOL and screen:
             # a search screening sets: the served grid's figures without the quadrature.
@@ -272,7 +279,7 @@ class SetEvaluator:
             # partitions: with equal shares a set of narrow and wide laws had its model
             # moments up to 2% off on the screen's short grid (equal-mean: 4e-4)
             return screen_moments(servers, np.where(shares > 0, dedicated, 0.0), factors,
-                                  np.asarray(self.calibration.levels))
+                                  np.asarray(self.calibration.levels), no_delay)
         tol = rel_tol if rel_tol <= _CALIBRATED_TOL else _CALIBRATED_SCREEN_TOL
         exact = np.zeros(len(members), dtype=bool) if self._atoms is None else (
             np.where(shares > 0, self._atoms[members], 0).sum(axis=1) <= MIXTURE_MAX_COMPONENTS)
@@ -287,7 +294,8 @@ class SetEvaluator:
             model_mean, model_var, _ = completion.moments(laws, tol)
             mean[rows], var[rows] = calibrated_moments(
                 laws, np.where(shares[rows] > 0, dedicated[rows], 0.0), factors[rows],
-                np.asarray(self.calibration.levels), model_mean, model_var)
+                np.asarray(self.calibration.levels), model_mean, model_var,
+                None if no_delay is None else no_delay[rows])
         return mean, var
 
     def every_host_servers(self, members: np.ndarray) -> Servers:

@@ -46,7 +46,10 @@ calibrator and the far-tail corrections pooled over the stations
 (:class:`scheduler.tail_battery.TailBattery`); a split is served each station's factors at
 its share's dedicated time,
 interpolated between those lengths, applied to its law and recombined
-(:func:`scheduler.calibrated.calibrated_prediction`). With ``calibration_lengths_seconds``
+(:func:`scheduler.calibrated.calibrated_prediction`), the split's law held at least at the
+chance that every share ends on its dedicated time, from each station's shadow launches that
+did (:mod:`scheduler.no_delay`, known once each ends or runs past that time);
+``calibrated-hosts-unfloored`` is the same without that floor. With ``calibration_lengths_seconds``
 the calibrators learn at those lengths only, as a manager's fixed ones, and a scored length
 between them is served factors interpolated in log length
 (:func:`scheduler.calibrated_selection.length_factors`, the manager's rule); its outcomes
@@ -94,6 +97,7 @@ from scheduler.backlog import Backlog
 from scheduler.backlog_weight import BacklogWeights, WeightSettings
 from scheduler.combined_mean import one_host_mean_seconds
 from scheduler.conformal import ConformalSettings
+from scheduler.no_delay import NoDelayRecord
 from scheduler.tail_battery import TailBattery
 from scheduler.trace_simulation import simulate_trace_many
 from scheduler.window_forecast import settle_duration
@@ -232,6 +236,8 @@ class _Run(SplitLaunches):
                                      for w in self.host_lengths})
             self.calibrators.update({(RECOMBINED_TAIL, float(w)): TailBattery()
                                      for w in self.host_lengths})
+        self.no_delay = NoDelayRecord(len(stations), self.host_lengths)
+        self.no_delay_pending = []
         self.forecasts = Forecasts(len(stations))
         # scored splits that ran past a station's log (SplitLaunches._unfinished)
         self.unfinished: list[dict[str, Any]] = []

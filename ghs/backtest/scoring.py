@@ -52,8 +52,11 @@ PREDICTORS = ("paper", "naive", "state", "forecast", "uncalibrated", "weighted",
 # manager's task lengths, and the calibrated laws recombined (scheduler.calibrated)
 RECOMBINED = "calibrated-hosts"
 RECOMBINED_VIEW = "uncalibrated"
+# the same without the split's chance of no delay from the stations' records
+# (scheduler.no_delay): the law as the stations' level maps alone give it
+RECOMBINED_UNFLOORED = f"{RECOMBINED}-unfloored"
 PARALLEL_PREDICTORS = (*(p for p in PREDICTORS if p not in CALIBRATED
-                         or p in PARALLEL_CALIBRATED), RECOMBINED)
+                         or p in PARALLEL_CALIBRATED), RECOMBINED, RECOMBINED_UNFLOORED)
 DIST = "lognormal"
 
 
@@ -80,7 +83,8 @@ def summarise(records: Sequence[dict[str, Any]],
     open_ended: dict[tuple[str, float], list[dict[str, Any]]] = {}
     for record in unfinished:
         open_ended.setdefault((record["predictor"], record["work"]), []).append(record)
-    order = {name: i for i, name in enumerate((*PREDICTORS, RECOMBINED))}
+    order = {name: i for i, name in enumerate((*PREDICTORS, RECOMBINED,
+                                                RECOMBINED_UNFLOORED))}
     rows = []
     # a predictor whose every task ran past the logs still gets its row: it was asked, and
     # what is known of its launches (none finished by their quantiles' times) is a bound

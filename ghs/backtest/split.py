@@ -13,13 +13,16 @@ from ghs.backtest.scoring import (
     MODEL_VIEWS,
     PARALLEL_CALIBRATED,
     RECOMBINED,
+    RECOMBINED_UNFLOORED,
     RECOMBINED_VIEW,
 )
 from ghs.backtest.views import day_host, last_utilisation, snapshot_backlog
 from ghs.experiments.partition import NAIVE_MAX_UTILISATION
+from ghs.manager.envelope import running_jobs
 from scheduler import predict, predict_mean
 from scheduler.backlog import Backlog
 from scheduler.calibrated import (
+    NO_DELAY_SLACK,
     SERVED_LEVELS,
     calibrated_prediction,
     host_quantiles,
@@ -28,6 +31,7 @@ from scheduler.calibrated import (
 from scheduler.calibrated_selection import length_factors, shared_table
 from scheduler.combined_mean import split_mean_seconds
 from scheduler.conformal import TAIL_LEVELS, with_pooled
+from scheduler.no_delay import NoDelayRecord, ended_on_dedicated
 from scheduler.trace_simulation import simulate_trace_many
 
 # the far-tail corrections pooled over the stations, beside each station's own (RECOMBINED)
@@ -48,6 +52,10 @@ class SplitLaunches:
     scored_work: set[float]
     calibrators: dict[tuple[str, float], Any]
     unfinished: list[dict[str, Any]]
+    # each station's shadow launches that ended on their dedicated time, and those whose
+    # outcome is not known yet: (known at, station, length index, busy, on time)
+    no_delay: NoDelayRecord
+    no_delay_pending: list[tuple[float, int, int, bool, bool]]
 
     def parallel(self, at: float, views: list, scored: bool = True) -> None:
         """One split task of each length; a shadow one (``scored`` False) only feeds the
@@ -59,6 +67,8 @@ class SplitLaunches:
         days = [day_host(self.names[k], e) for k, (e, _) in enumerate(views)]
         backlogs = [snapshot_backlog(known, day)[0] for known, day in zip(knowns, days)]
         free = 1.0 - np.minimum([last_utilisation(k) for k in knowns], NAIVE_MAX_UTILISATION)
+        busy = [running_jobs(b) for b in backlogs]
+        self.settle_no_delay(at)
         self._host_shadows(at, knowns, backlogs)
         for w in self.work:
             w = float(w)
@@ -96,8 +106,10 @@ class SplitLaunches:
                                                  finish, self._served_quantiles(
                                                      calibrated, 0, w, q, float(shares.max())))
                         if name == RECOMBINED_VIEW:
-                            self._unfinished(RECOMBINED, at, w, shares, served_mean, finish,
-                                             self._recombined(p))
+                            for served, floored in ((RECOMBINED, True),
+                                                    (RECOMBINED_UNFLOORED, False)):
+                                self._unfinished(served, at, w, shares, served_mean, finish,
+                                                 self._recombined(p, busy, floored))
                     continue
                 if start == "weighted" and record:
                     for k in np.nonzero(shares > 0)[0]:
@@ -111,8 +123,9 @@ class SplitLaunches:
                             self._parallel_record(calibrated, at, w, shares, served_mean,
                                                   reported)
                 if name == RECOMBINED_VIEW and record:
-                    self._parallel_record(RECOMBINED, at, w, shares, served_mean,
-                                          self._recombined(p))
+                    for served, floored in ((RECOMBINED, True), (RECOMBINED_UNFLOORED, False)):
+                        self._parallel_record(served, at, w, shares, served_mean,
+                                              self._recombined(p, busy, floored))
 
     def _split_mean(self, prediction: Any, unheld: list, rows: list[int], knowns: list,
                     work: float, starts: list[Backlog], arrivals: list[bool],
@@ -140,9 +153,15 @@ class SplitLaunches:
         for k, (known, backlog) in enumerate(zip(knowns, backlogs)):
             realised = simulate_trace_many(self.traces[k], lengths, np.full(lengths.size, at))
             begin, arrivals = self._start(start, k, backlog)
-            for length, seconds in zip(lengths.tolist(), realised.tolist()):
+            busy = running_jobs(backlog)
+            for j, (length, seconds) in enumerate(zip(lengths.tolist(), realised.tolist())):
                 if at + seconds > self.ends[k]:
                     continue
+                # known once it ends or runs past its dedicated time (either way, not only
+                # when it ends: the record would favour the launches that ran undisturbed)
+                on_time = bool(ended_on_dedicated(seconds, length))
+                self.no_delay_pending.append(
+                    (at + min(seconds, length * (1.0 + NO_DELAY_SLACK)), k, j, busy, on_time))
                 p, _, _ = self._settled([k], [known], at, length, [begin],
                                         arrivals_only=arrivals)
                 q = np.array([p.quantiles[level] for level in LEVELS])
@@ -150,7 +169,18 @@ class SplitLaunches:
                 self._calibrate(RECOMBINED_TAIL, 0, length, at, seconds,
                                 host_quantiles(p, TAIL_LEVELS)[0], length)
 
-    def _recombined(self, prediction: Any) -> np.ndarray:
+    def settle_no_delay(self, at: float) -> None:
+        """Record the shadow launches whose chance of no delay is known by ``at``."""
+        still = []
+        for item in self.no_delay_pending:
+            if item[0] <= at:
+                self.no_delay.record(*item[1:])
+            else:
+                still.append(item)
+        self.no_delay_pending = still
+
+    def _recombined(self, prediction: Any, busy: list[bool] | None = None,
+                    floored: bool = True) -> np.ndarray:
         """The split's quantiles as a manager serves them: each station's factors (its own
         levels' and the pooled far tail's), shared over the stations with work
         (:func:`shared_table`), at its share's dedicated time, interpolated between the
@@ -164,7 +194,11 @@ class SplitLaunches:
         dedicated = np.asarray(prediction.dedicated_seconds, dtype=float)
         factors = length_factors(shared_table(table, dedicated > 0), self.host_lengths,
                                  dedicated)
-        served = calibrated_prediction(prediction, factors, SERVED_LEVELS)
+        no_delay = None
+        if floored and len(rows) > 1:
+            # a split's chance of ending on its dedicated time, from each station's record
+            no_delay = self.no_delay.chances(rows, busy or [False] * len(rows), dedicated)
+        served = calibrated_prediction(prediction, factors, SERVED_LEVELS, no_delay=no_delay)
         return np.array([served.quantiles[level] for level in LEVELS])
 
     def _parallel_record(self, predictor: str, at: float, work: float, shares: np.ndarray,

@@ -43,11 +43,13 @@ YOUNG_LAUNCHES = 30.0
 
 class CalibratedViews:
     """Queries on a calibration's state: ``bank`` (forecasts, rows 2k and 2k + 1 of host
-    row k), ``weights`` (start choices), ``calibrators`` (view -> one per task length),
+    row k), ``weights`` (start choices), ``no_delay`` (launches that ended on their
+    dedicated time), ``calibrators`` (view -> one per task length),
     ``lengths`` (seconds) and ``lock``."""
 
     bank: Any
     weights: Any
+    no_delay: Any
     calibrators: dict[str, list[Any]]
     tails: dict[str, list[Any]]
     lengths: np.ndarray
@@ -217,6 +219,28 @@ class CalibratedViews:
                                 for level, n, c in zip(tail.levels, tail.scored[tail.served],
                                                        tail.coverage([0])[0])}})
         return out, described
+
+
+    def no_delay_chances(self, tracks: Sequence[Any], dedicated_seconds: Sequence[float],
+                         jobs_running: Sequence[bool]) -> tuple[np.ndarray, list[dict[str, Any]]]:
+        """(hosts,) each host's chance of ending on its share's dedicated time, from its
+        record in its state at launch (:class:`scheduler.no_delay.NoDelayRecord`), and what
+        it was read from (JSON): a split's law is at least their product from its longest
+        share's dedicated time on (:func:`scheduler.calibrated.calibrate`)."""
+        rows = [track.row for track in tracks]
+        busy = np.asarray(jobs_running, dtype=bool)
+        with self.lock:
+            chances = self.no_delay.chances(rows, busy, dedicated_seconds)
+            scored = self.no_delay.scored[rows, :, busy.astype(int)]
+        return chances, [{"chance": float(c), "jobs_running": bool(b),
+                          "scored_launches": int(n.sum())}
+                         for c, b, n in zip(chances, busy, scored)]
+
+    def no_delay_table(self, tracks: Sequence[Any], jobs_running: Sequence[bool]
+                       ) -> np.ndarray:
+        """(hosts, lengths) each host's chance at every calibrated length (selection's)."""
+        with self.lock:
+            return self.no_delay.length_table([track.row for track in tracks], jobs_running)
 
 
 def _number(x: Any) -> float | None:

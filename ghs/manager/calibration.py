@@ -13,7 +13,9 @@ Per host the manager keeps, incrementally:
   them: each feeds the host's start battery (:class:`scheduler.backlog_weight.BacklogWeights`:
   how much of the modelled backlog to believe) and the adaptive conformal calibrator of its
   length (:class:`scheduler.Calibrator`, pooled prior) and that length's far-tail corrections
-  shared by all hosts (:class:`scheduler.tail_battery.TailBattery`), and is kept in the
+  shared by all hosts (:class:`scheduler.tail_battery.TailBattery`) and the host's count of
+  launches that ended on their dedicated time (:class:`scheduler.no_delay.NoDelayRecord`, a
+  split's chance of no delay), and is kept in the
   ``shadow_launches`` table, which ``ghs backtest --manager`` reads. A miss is recorded as
   soon as the series shows the task running past its reported p95 (or one of the far tail's
   quantiles), before it finishes.
@@ -44,6 +46,7 @@ from scheduler.backlog_weight import BacklogWeights, WeightSettings
 from scheduler.calibrated import SERVED_LEVELS
 from scheduler.conformal import TAIL_LEVELS, ConformalSettings
 from scheduler.host_moments import prime_host_moments
+from scheduler.no_delay import NoDelayRecord
 from scheduler.tail_battery import TailBattery
 
 HOUR_SECONDS = 3600.0
@@ -113,6 +116,9 @@ class Calibration(CalibratedViews, ShadowPlans, ShadowOutcomes):
         self.tails = {view: [TailBattery(TAIL_LEVELS) for _ in self.lengths]
                       for view in self.views}
         self.levels = SERVED_LEVELS
+        # each host's launches that ended on their dedicated time, by length and state at
+        # launch: a split's chance of no delay (scheduler.no_delay)
+        self.no_delay = NoDelayRecord(0, self.lengths)
         self.tracks: dict[str, _Track] = {}
         # each host's newest record (epoch seconds) as a query's catch-up check last saw it
         self.latest_seen: dict[str, float | None] = {}
@@ -131,6 +137,7 @@ class Calibration(CalibratedViews, ShadowPlans, ShadowOutcomes):
                 rows = len(self.tracks)
                 self.bank.grow(2 * rows)
                 self.weights.grow(rows)
+                self.no_delay.grow(rows)
                 for kept in self.calibrators.values():
                     for calibrator in kept:
                         calibrator.grow(rows)

@@ -181,12 +181,20 @@ class QueryService:
                 [tracks[k] for k in kept], [chosen[k] for k in kept],
                 [starts_in[k] for k in kept], at[kept], window, mode, prediction.shares,
                 self.settings.distribution, None if scales is None else [scales[k] for k in kept])
+        no_delay, no_delay_seen = None, [None] * len(kept)
+        if len(kept) > 1:
+            # a split's chance of ending on its dedicated time (scheduler.no_delay)
+            no_delay, no_delay_seen = self.calibration.no_delay_chances(
+                [tracks[k] for k in kept], list(prediction.dedicated_seconds),
+                [running_jobs(starts_in[k]) for k in kept])
         calibrated = calibrated_prediction(prediction, factors, self.calibration.levels,
-                                           floor, record, split_held)
+                                           floor, record, split_held, no_delay)
         for i, (k, detail, envelope) in enumerate(zip(kept, applied, envelopes)):
             described[k]["calibration"] = detail if envelope is None else {
                 **detail, "envelope": envelope,
                 "factors": dict(zip(detail["factors"], map(float, factors[i])))}
+            if no_delay_seen[i] is not None:
+                described[k]["calibration"]["no_delay"] = no_delay_seen[i]
         if hasattr(result, "prediction"):
             result = replace(result, prediction=calibrated)
         else:
@@ -199,16 +207,22 @@ class QueryService:
             mode = "carried" if hosts == 1 else "state"
         return mode
 
-    def _selection_calibration(self, hosts: Sequence[Host]) -> SelectionCalibration:
-        """Each host's factors at every calibrated task length, for selection to rank sets by
-        the calibrated law served (the view and rule ``_calibrated_view`` applies after)."""
+    def _selection_calibration(self, hosts: Sequence[Host],
+                               starts: Sequence[Backlog] | None) -> SelectionCalibration:
+        """Each host's factors at every calibrated task length, and its chance of ending on
+        its dedicated time in its state at launch (``starts``), for selection to rank sets
+        by the calibrated law served (the view and rule ``_calibrated_view`` applies
+        after)."""
         tracks = [self.calibration.track(h.name, h.cores) for h in hosts]
         mode = self._start_mode(len(hosts))
         lengths = [float(length) for length in self.calibration.lengths]
         table = np.stack([self.calibration.factors(tracks, [length] * len(hosts), mode)[0]
                           for length in lengths], axis=1)
-        return SelectionCalibration(tuple(lengths), dict(zip((h.name for h in hosts), table)),
-                                    self.calibration.levels)
+        names = [h.name for h in hosts]
+        busy = [running_jobs(start) for start in starts] if starts else [False] * len(hosts)
+        no_delay = self.calibration.no_delay_table(tracks, busy)
+        return SelectionCalibration(tuple(lengths), dict(zip(names, table)),
+                                    self.calibration.levels, dict(zip(names, no_delay)))
 
     def backlogs(self, hosts: Sequence[Host]) -> tuple[list[Backlog] | None,
                                                       dict[str, dict[str, Any]]]:
@@ -366,7 +380,8 @@ class QueryService:
             by_name = None if starts is None else dict(zip((h.name for h in candidates),
                                                           starts))
             # the calibrated predictor's sets are ranked by the calibrated law it serves
-            calibration = self._selection_calibration(candidates) if self.calibrated else None
+            calibration = self._selection_calibration(candidates, starts) \
+                if self.calibrated else None
             return schedule(candidates, work_seconds, method or settings.method,
                             distribution or settings.distribution,
                             partition or settings.partition,
@@ -409,4 +424,7 @@ def _with_views(rows: list[dict[str, Any]], views: Sequence[dict[str, Any]]
         if calibration is not None:
             row["calibration_factors"] = list(calibration["factors"].values())
             row["calibration_levels"] = list(calibration["levels"])
+            if "no_delay" in calibration:
+                # a split's: the host's chance of ending on its dedicated time
+                row["no_delay_chance"] = calibration["no_delay"]["chance"]
     return rows

@@ -11,7 +11,9 @@ from typing import Any
 import numpy as np
 
 from ghs.manager.realised import Outcomes
+from scheduler.calibrated import NO_DELAY_SLACK
 from scheduler.calibrated_selection import length_weights
+from scheduler.no_delay import ended_on_dedicated
 
 
 class ShadowOutcomes:
@@ -28,6 +30,7 @@ class ShadowOutcomes:
     lengths: np.ndarray
     store: Any
     lock: Any
+    no_delay: Any
     _absorbed: set[tuple[int, str]]
 
     def _settle(self, host_id: str, track: Any, outcomes: Outcomes, now: float) -> None:
@@ -88,11 +91,28 @@ class ShadowOutcomes:
             # the loss chooses the expert served, not any expert's factors: nothing to read again
             self.tails[shadow.view][shadow.length].score(realised, shadow.tail, quantiles)
 
+        def no_delay(shadow: Any, realised: float | None) -> None:
+            # one outcome per launch and length; known once the launch ends or runs past its
+            # dedicated time (waiting for the end would favour the undisturbed launches)
+            if shadow.no_delay_known or shadow.view != first_view:
+                return
+            bound = shadow.dedicated * (1.0 + NO_DELAY_SLACK)
+            if realised is not None and shadow.launch + min(realised, bound) <= now:
+                on_time = bool(ended_on_dedicated(realised, shadow.dedicated))
+            elif shadow.launch + bound <= now and outcomes.overran(
+                    shadow.launch, shadow.dedicated, bound):
+                on_time = False
+            else:
+                return
+            self.no_delay.record(track.row, shadow.length, shadow.busy, on_time)
+            shadow.no_delay_known = True
+
         for shadow in track.pending:
             if shadow.launch >= now:
                 still.append(shadow)
                 continue
             realised = known(shadow.launch, shadow.dedicated)
+            no_delay(shadow, realised)
             if realised is not None and shadow.launch + realised <= now:
                 if not shadow.decided:
                     reported, pooled = own_now(shadow)

@@ -63,6 +63,10 @@ class ShadowLaunch:
     # (for every step the far tail runs, scheduler.tail_battery: (steps, levels); None:
     # none yet)
     tail_decided: np.ndarray | None = None
+    # it found local jobs running; whether it ended on its dedicated time is known and
+    # recorded (scheduler.no_delay)
+    busy: bool = False
+    no_delay_known: bool = False
 
     def __post_init__(self) -> None:
         if self.calibrator is None:
@@ -151,7 +155,7 @@ class ShadowPlans:
                     at, j, float(length), base, None if candidates is None else candidates[j],
                     view, tail=model_q[v, j, own:],
                     at_launch=None if view in STANDING_VIEWS else (reported, pooled),
-                    calibrator=kept))
+                    calibrator=kept, busy=busy))
             rows += [(LEDGER_NAMES[view][0], means[v], np.array(reported_all)),
                      (LEDGER_NAMES[view][1], means[v], model_q[v, :, :own])]
         # the ledger keeps what a one-host query is served: its mean combined with the

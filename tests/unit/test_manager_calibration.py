@@ -485,6 +485,55 @@ def test_a_split_answer_leaves_the_new_arrivals_unheld_where_one_host_holds_them
             rebuilt, "manager forecast").start_state
         # the quantiles stay the view's, calibrated: the mean alone is combined
         assert body["quantiles"]["p90"] == pytest.approx(rebuilt.quantiles["p90"], rel=1e-9)
+        # each host's chance of ending on its dedicated time, from its record in its state at
+        # launch (scheduler.no_delay); one host given work alone has no floor
+        for row in body["host_parameters"]:
+            seen = row["predictor_view"]["calibration"]["no_delay"]
+            assert 0 < seen["chance"] < 1 and seen["scored_launches"] > 0
+            assert row["no_delay_chance"] == seen["chance"]
+        assert sum(row["share"] > 0 for row in body["hosts"]) == 1
+        assert "no_delay" not in body["calibrated_law"]
+    finally:
+        for feed in feeds:
+            feed.close()
+        store.close()
+
+
+def test_a_split_over_quiet_hosts_serves_their_records_chance_of_no_delay():
+    """Two hosts whose owners seldom run anything: most of their hourly shadow launches end
+    on their dedicated time, and a split's p50 is the dedicated time (the floor), which a
+    client rebuilds from the answer."""
+    from ghs.answers import model_assumptions
+    from ghs.client import _rebuild_prediction
+    from ghs.config import SchedulerConfig
+    from ghs.manager.estimates import EstimateCache
+    from ghs.manager.queries import QueryService
+
+    end = ZERO_EPOCH_SECONDS + 2 * 86400.0
+    store = ManagerStore(None)
+    feeds = [ManagerFeed(store, f"ws{k}", poisson_jobs(2.0, utilisation=0.01,
+                                                       mean_cpu_seconds=120.0, cov=1.0,
+                                                       seed=20 + k)) for k in (1, 2)]
+    try:
+        for feed in feeds:
+            feed.run_until(end)
+        queries = QueryService(EstimateCache(store), SchedulerConfig(),
+                               stale_after_seconds=7200.0, clock=lambda: end)
+        while queries.refresh() > 0:
+            pass
+        body = queries.predict(1800.0, hosts=["ws1", "ws2"])
+        chances = [row["no_delay_chance"] for row in body["host_parameters"]]
+        assert min(chances) > 0.8
+        floor = body["calibrated_law"]["no_delay"]
+        assert floor["chance"] == pytest.approx(np.prod(chances), rel=1e-12)
+        longest = max(row["dedicated_seconds"] for row in body["hosts"])
+        assert floor["from_seconds"] == pytest.approx(1.01 * longest)
+        assert longest <= body["quantiles"]["p50"] <= floor["from_seconds"]
+        rebuilt = _rebuild_prediction(body)
+        for name in ("p50", "p90", "p95"):
+            assert rebuilt.quantiles[name] == pytest.approx(body["quantiles"][name], rel=1e-9)
+        assert "ends on its dedicated time" in model_assumptions(
+            rebuilt, "manager forecast").calibration
     finally:
         for feed in feeds:
             feed.close()

@@ -53,7 +53,7 @@ def test_a_host_whose_record_says_it_overruns_is_left_out(twins):
                 # the host's own outcomes only: the pool (ws1's prior) stays as it was
                 calibrator.record([row], np.ones((1, 3), bool), np.zeros((1, 3), bool),
                                   pool_decided=np.zeros((1, 3), bool))
-    table = twins._selection_calibration([state.host for state in twins.states()])
+    table = twins._selection_calibration([state.host for state in twins.states()], None)
     ws1, ws2 = (np.asarray(table.factors[name]) for name in ("ws1", "ws2"))
     # the host's own levels; the far tail is one factor for all hosts
     assert (ws2[:, :3] > 5 * ws1[:, :3]).all() and (ws2[:, 3:] == ws1[:, 3:]).all()

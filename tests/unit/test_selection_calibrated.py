@@ -66,7 +66,14 @@ def served_criterion(hosts, work, calibration, backlog=None):
         tables = [shared] * len(tables)
     factors = np.array([_at_length(table, dedicated)
                         for table, dedicated in zip(tables, prediction.dedicated_seconds)])
-    return calibrated_prediction(prediction, factors, levels).criterion, prediction.hosts
+    no_delay = None
+    if calibration.no_delay:
+        # each host's chance at its own dedicated time, geometric between the lengths
+        no_delay = np.array([_at_length(np.asarray(calibration.no_delay[name]), dedicated)
+                             for name, dedicated in zip(prediction.hosts,
+                                                        prediction.dedicated_seconds)])
+    return calibrated_prediction(prediction, factors, levels, no_delay=no_delay).criterion, \
+        prediction.hosts
 
 
 def _at_length(table, dedicated):
@@ -113,6 +120,39 @@ def test_the_criterion_of_every_set_is_the_served_calibrated_laws(with_backlog, 
             expected, _ = served_criterion(subset, work, calibration, backlog)
             got = evaluator.criteria([[index[h.name] for h in subset]])[0]
             assert got == pytest.approx(expected, rel=1e-4)
+
+
+@pytest.mark.parametrize("with_backlog", [False, True])
+def test_a_splits_chance_of_no_delay_is_scored_as_it_is_served(with_backlog):
+    """With each host's chance of ending on its dedicated time (scheduler.no_delay), a set's
+    criterion is the served split's, floor included, exact and screened; and the floor moves
+    the criterion of the sets of several hosts (not of one alone)."""
+    rng = np.random.default_rng(11)
+    hosts = mixed_pool(rng, 6)
+    work = 3 * 3600.0
+    plain = random_calibration(rng, hosts, levels=SERVED_LEVELS)
+    chances = {h.name: np.sort(rng.uniform(0.85, 0.999, len(LENGTHS)))[::-1] for h in hosts}
+    calibration = dataclasses.replace(plain, no_delay=chances)
+    evaluator, backlog, index = _pool_evaluator(hosts, work, calibration, with_backlog)
+    without, _, _ = _pool_evaluator(hosts, work, plain, with_backlog)
+    subsets = [subset for size in range(1, len(hosts) + 1)
+               for subset in itertools.combinations(hosts, size)]
+    members = np.zeros((len(subsets), len(hosts)), dtype=int)
+    valid = np.zeros(members.shape, dtype=bool)
+    moved = 0
+    for row, subset in enumerate(subsets):
+        expected, _ = served_criterion(subset, work, calibration, backlog)
+        chosen = [index[h.name] for h in subset]
+        members[row, :len(chosen)], valid[row, :len(chosen)] = chosen, True
+        got = evaluator.criteria([chosen])[0]
+        assert got == pytest.approx(expected, rel=1e-4)
+        alone = without.criteria([chosen])[0]
+        if len(subset) == 1:
+            assert got == alone
+        moved += got < alone * (1 - 1e-3)
+    assert moved > len(subsets) // 2
+    exact = evaluator.dense(members, valid, 1e-5)
+    assert evaluator.dense(members, valid, _SEARCH_TOL) == pytest.approx(exact, rel=5e-3)
 
 
 @pytest.mark.parametrize("with_backlog", [False, True])
