@@ -14,9 +14,7 @@ launches its calibrators learn from, hourly), how many ended within ``SLACK`` of
 dedicated time, kept apart for launches that found local jobs running (whose chance is far
 lower) and those that did not. A host's chance at a length is the share of its own launches
 that did, shrunk towards the share over every host (``PRIOR_LAUNCHES`` launches' worth), and
-at a share's dedicated time it is interpolated between the lengths around it as a
-calibrator's factors are (geometric in log length; the end lengths' own beyond them: a
-share shorter than the shortest length is at least as likely to run undisturbed).
+at a share's dedicated time it is read between the lengths around it (:func:`chances_at`).
 
 The task's floor is the product of its shares' chances (the shares taken as independent;
 owners' work on a lab's stations tends to come together, which only makes the floor
@@ -42,6 +40,23 @@ def ended_on_dedicated(realised_seconds: Any, dedicated_seconds: Any) -> np.ndar
     """Whether each outcome ended within ``SLACK`` of its dedicated time (both seconds)."""
     realised = np.asarray(realised_seconds, dtype=float)
     return realised <= np.asarray(dedicated_seconds, dtype=float) * (1.0 + SLACK)
+
+
+def chances_at(table: Any, lengths_seconds: Any, dedicated_seconds: Any) -> np.ndarray:
+    """(...) chances at each dedicated time (seconds) from ``table`` (..., lengths) of
+    chances at the calibrated ``lengths_seconds``: between two lengths geometric in log
+    length, as a calibrator's factors are read; below the shortest, the shortest's; past
+    the longest L, its chance a to the power t / L (undisturbed through each stretch of L
+    in turn, as under Poisson arrivals: a share of twice the longest length is not as
+    likely to run undisturbed as one of it). A chance of 0 stays 0."""
+    table = np.asarray(table, dtype=float)
+    lengths = np.asarray(lengths_seconds, dtype=float)
+    dedicated = np.broadcast_to(np.asarray(dedicated_seconds, dtype=float), table.shape[:-1])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        at = length_factors(table[..., None], lengths, dedicated)[..., 0]
+    longest = float(lengths[-1])
+    return np.where(dedicated > longest,
+                    table[..., -1] ** (np.maximum(dedicated, longest) / longest), at)
 
 
 class NoDelayRecord:
@@ -80,9 +95,8 @@ class NoDelayRecord:
     def chances(self, rows: Any, busy: Any, dedicated_seconds: Any) -> np.ndarray:
         """(n,) each host's chance of ending on its ``dedicated_seconds`` (n,), in the state
         ``busy`` (n,) flags, from rows ``rows`` of the record (see the module docstring)."""
-        # as a calibrator's factors are read (every chance is above 0: the prior's)
-        return length_factors(self.length_table(rows, busy)[..., None], self.lengths_seconds,
-                              np.asarray(dedicated_seconds, dtype=float))[..., 0]
+        return chances_at(self.length_table(rows, busy), self.lengths_seconds,
+                          dedicated_seconds)
 
     def length_table(self, rows: Any, busy: Any) -> np.ndarray:
         """(n, lengths) each host's chance at every length, in the state ``busy`` (n,)."""

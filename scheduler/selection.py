@@ -32,6 +32,7 @@ from scheduler.model import (
     distribution_codes,
     with_vanishing_interruption,
 )
+from scheduler.no_delay import chances_at
 from scheduler.partitioning import _partition, check_partition, check_work, whole_units
 from scheduler.placement import ProcessCounts, with_processes
 from scheduler.prediction import (
@@ -266,12 +267,8 @@ class SetEvaluator:
         factors = length_factors(shared_table(self.factor_table[members], shares > 0),
                                  np.asarray(self.calibration.lengths_seconds), dedicated)
         factors = np.where(shares[..., None] > 0, factors, 1.0)
-        no_delay = None
-        if self.no_delay_table is not None:
-            with np.errstate(divide="ignore", invalid="ignore"):  # a host without: 0
-                no_delay = length_factors(self.no_delay_table[members][..., None],
-                                          np.asarray(self.calibration.lengths_seconds),
-                                          dedicated)[..., 0]
+        no_delay = None if self.no_delay_table is None else chances_at(
+            self.no_delay_table[members], self.calibration.lengths_seconds, dedicated)
         screen = self._atoms is None and self.partition == "equal-mean"
         if rel_tol > _CALIBRATED_TOL and screen:
             # a search screening sets: the served grid's figures without the quadrature.

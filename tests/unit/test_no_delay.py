@@ -91,8 +91,12 @@ def test_a_hosts_chance_is_its_own_share_shrunk_towards_every_hosts():
     at = record.chances([0, 0], [False, False], [3600.0, 1800.0])
     assert at[0] == table[0, 1]
     assert at[1] == pytest.approx(np.sqrt(table[0, 0] * table[0, 1]))
-    # beyond the ends, the end lengths'
+    # below the shortest, the shortest's; past the longest, undisturbed through each
+    # stretch of it in turn
     assert record.chances([0], [False], [60.0])[0] == table[0, 0]
+    record.record(0, 2, False, True)
+    longest = record.length_table([0], [False])[0, 2]
+    assert record.chances([0], [False], [3 * 14400.0])[0] == pytest.approx(longest**3)
 
 
 def test_a_record_grows_and_refuses_bad_lengths():
