@@ -220,7 +220,6 @@ class CalibratedViews:
                                                        tail.coverage([0])[0])}})
         return out, described
 
-
     def no_delay_chances(self, tracks: Sequence[Any], dedicated_seconds: Sequence[float],
                          jobs_running: Sequence[bool]) -> tuple[np.ndarray, list[dict[str, Any]]]:
         """(hosts,) each host's chance of ending on its share's dedicated time, from its

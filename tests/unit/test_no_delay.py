@@ -109,3 +109,14 @@ def test_a_record_grows_and_refuses_bad_lengths():
         calibrated_prediction(predict(QUIET[:2], 2 * SHARE_SECONDS),
                               np.ones((2, len(SERVED_LEVELS))), SERVED_LEVELS,
                               no_delay=[0.5, 1.5])
+
+
+def test_a_selection_calibration_names_a_bad_chance():
+    from scheduler.calibrated_selection import SelectionCalibration
+
+    with pytest.raises(InvalidArgumentError, match="'ws2'") as found:
+        SelectionCalibration((900.0, 3600.0), {}, no_delay={"ws1": [0.9, 0.8],
+                                                            "ws2": [0.9, 1.2]})
+    assert found.value.field == "no_delay"
+    with pytest.raises(InvalidArgumentError, match="one per length"):
+        SelectionCalibration((900.0, 3600.0), {}, no_delay={"ws1": [0.9]})
