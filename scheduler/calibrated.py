@@ -25,6 +25,8 @@ from scheduler.conformal import LEVELS, TAIL_LEVELS, level_name
 from scheduler.errors import InvalidArgumentError
 from scheduler.host_cdf import hosts_cdf, many_hosts_cdf
 from scheduler.model import with_vanishing_interruption
+from scheduler.no_delay import SLACK as NO_DELAY_SLACK
+from scheduler.no_delay import floored, set_floors
 from scheduler.power_tail import (
     _TAIL_SEARCH_LOG_SPAN,
     _TAIL_SEARCH_STEPS,
@@ -38,10 +40,6 @@ REPORTED = {"p50": 0.5, "p90": 0.9, "p95": 0.95, "p99": 0.99}
 # the levels a manager serves each host's law calibrated at: its own record's three and the
 # far tail's pooled over hosts (scheduler.conformal.TAIL_LEVELS)
 SERVED_LEVELS = (*LEVELS, *TAIL_LEVELS)
-# a share ended on its dedicated time (scheduler.no_delay) if it took at most this much
-# longer: a manager reads the outcome off the capacity series, where an idle machine's
-# lowest-priority task measures a little under a whole core
-NO_DELAY_SLACK = 0.01
 
 
 @dataclass(frozen=True, eq=False)
@@ -136,10 +134,9 @@ def calibrate(prediction: Any, factors: Any, levels: Any = LEVELS,
                                              and (chances >= 0).all() and (chances <= 1).all()):
             raise InvalidArgumentError(f"no_delay must give one chance in [0, 1] per host "
                                        f"({hosts})", field="no_delay", value=None)
-        working = np.asarray(prediction.dedicated_seconds, dtype=float) > 0
-        # the shares taken as independent (scheduler.no_delay); one host's own factors
-        # already place its atom
-        floor = float(np.prod(chances[working])) if working.sum() > 1 else 0.0
+        # the shares taken as independent (scheduler.no_delay)
+        floor = float(set_floors(chances[None, :], np.asarray(
+            prediction.dedicated_seconds, dtype=float)[None, :])[0][0])
     return _calibrate(prediction, f, nominal, floor)
 
 
@@ -164,8 +161,7 @@ def _calibrate(prediction: Any, factors: np.ndarray, levels: np.ndarray,
     task_cdf = np.maximum.accumulate(task_cdf)
     start = float(dedicated.max(initial=0.0))
     floor_seconds = start * (1.0 + NO_DELAY_SLACK)
-    if floor > 0.0:
-        task_cdf = np.maximum(task_cdf, np.where(grid >= floor_seconds, floor, 0.0))
+    floored(task_cdf[None, :], grid[None, :], np.array([floor]), np.array([floor_seconds]))
     names = list(REPORTED)
     wanted = np.array(list(REPORTED.values()))
     values = _row_quantiles(grid, task_cdf[None, :], wanted)[0]

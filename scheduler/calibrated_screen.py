@@ -35,8 +35,8 @@ from typing import Any
 
 import numpy as np
 
-from scheduler.calibrated import GRID_POINTS, _level_map, reported_quantiles
-from scheduler.calibrated_selection import _quantiles, _window_cdf, floored, set_floors
+from scheduler.calibrated import GRID_POINTS, _level_map, floored, reported_quantiles, set_floors
+from scheduler.calibrated_selection import _quantiles, _window_cdf
 from scheduler.model import Servers, with_vanishing_interruption
 from scheduler.power_tail import TAIL_FROM, _power_tail
 
@@ -61,7 +61,7 @@ def screen_moments(servers: Any, dedicated_seconds: np.ndarray, factors: np.ndar
     backlog); ``dedicated_seconds`` (B, hosts), 0 where a host has no work; ``factors``
     (B, hosts, levels) of each member's calibrator, 1 where a host has no work;
     ``no_delay`` (B, hosts) each member's chance of ending on its dedicated time, None for
-    none (:func:`scheduler.calibrated_selection.set_floors`).
+    none (:func:`scheduler.no_delay.set_floors`).
     """
     count = len(dedicated_seconds)
     pair_set, pair_host = np.nonzero(dedicated_seconds > 0)

@@ -26,17 +26,17 @@ from typing import Any
 import numpy as np
 
 from scheduler import completion, fits
-from scheduler.calibrated import (
-    GRID_POINTS,
-    NO_DELAY_SLACK,
-    _level_map,
-    reported_quantiles,
-)
+from scheduler.calibrated import GRID_POINTS, _level_map, reported_quantiles
 from scheduler.conformal import LEVELS
 from scheduler.errors import InvalidArgumentError
 from scheduler.host_cdf import _power
+from scheduler.length_factors import length_factors, length_weights
 from scheduler.model import MixtureServers, Servers, with_vanishing_interruption
+from scheduler.no_delay import floored, set_floors
 from scheduler.power_tail import _power_tail
+
+__all__ = ["SelectionCalibration", "calibrated_host_log_cdf", "calibrated_moments",
+           "length_factors", "length_weights", "shared_table"]
 
 # a survival below this leaves F = 1 - survival equal to 1 in double precision, whatever
 # the mult (up to thousands) and groups
@@ -114,69 +114,6 @@ class SelectionCalibration:
         return out
 
 
-def set_floors(chances: np.ndarray, dedicated_seconds: np.ndarray
-               ) -> tuple[np.ndarray, np.ndarray]:
-    """(B,) each set's chance that every share ends on its dedicated time, and (B,) from when
-    (seconds), as :func:`scheduler.calibrated.calibrate` applies them: ``chances`` (B, hosts)
-    each member's at its share, ``dedicated_seconds`` (B, hosts), 0 where a host has no work.
-    A set of one working host has none (its own factors place its atom)."""
-    working = dedicated_seconds > 0
-    floors = np.where(working, chances, 1.0).prod(axis=1)
-    floors = np.where(working.sum(axis=1) > 1, floors, 0.0)
-    return floors, dedicated_seconds.max(axis=1) * (1.0 + NO_DELAY_SLACK)
-
-
-def floored(cdf: np.ndarray, times: np.ndarray, floors: np.ndarray, since: np.ndarray
-            ) -> np.ndarray:
-    """Each row's task ``cdf`` at ``times`` (B, K) held at least at its ``floors`` (B,) from
-    ``since`` (B,) seconds on (in place; returns ``cdf``)."""
-    if floors.any():
-        np.maximum(cdf, np.where(times >= since[:, None], floors[:, None], 0.0), out=cdf)
-    return cdf
-
-
-def length_weights(lengths_seconds: Any, dedicated_seconds: Any
-                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(lower, upper, weight of the upper) calibrated lengths around each dedicated time:
-    linear in log length between the two neighbours (at least 1 s), the end lengths beyond
-    them. ``lengths_seconds`` increasing."""
-    lengths = np.asarray(lengths_seconds, dtype=float)
-    if lengths.ndim != 1 or lengths.size == 0 or not (
-            np.isfinite(lengths).all() and (lengths > 0).all() and (np.diff(lengths) > 0).all()):
-        raise InvalidArgumentError("lengths_seconds must be increasing positive seconds, at "
-                                   "least one", field="lengths_seconds", value=None)
-    log_length = np.log(lengths)
-    x = np.log(np.maximum(np.asarray(dedicated_seconds, dtype=float), 1.0))
-    upper = np.clip(np.searchsorted(log_length, x), 1, max(log_length.size - 1, 1))
-    upper = np.minimum(upper, log_length.size - 1)
-    lower = np.maximum(upper - 1, 0)
-    span = log_length[upper] - log_length[lower]
-    weight = np.clip(np.divide(x - log_length[lower], span, out=np.zeros_like(x),
-                               where=span > 0), 0.0, 1.0)
-    return lower, upper, weight
-
-
-def length_factors(table: np.ndarray, lengths_seconds: Any, dedicated_seconds: Any
-                   ) -> np.ndarray:
-    """(..., levels) factors at each dedicated time: geometric interpolation in log length
-    between the two calibrated lengths around it (:func:`length_weights`), the end
-    lengths' own beyond them. ``table`` is (..., lengths, levels), broadcast against
-    ``dedicated_seconds``. A nearest-length rule made the factors jump where a share
-    crossed the midpoint between two lengths (a p90 factor of 2.1 at 1 h and 1.0 at 4 h:
-    a task of 2 h 1 min was served an earlier p90 than one of 1 h 59 min)."""
-    lower, upper, weight = length_weights(lengths_seconds, dedicated_seconds)
-    table = np.asarray(table, dtype=float)
-    shape = np.broadcast_shapes(table.shape[:-2], np.shape(lower))
-    table = np.broadcast_to(table, shape + table.shape[-2:])
-    low = np.take_along_axis(table, np.broadcast_to(lower, shape)[..., None, None], axis=-2)
-    high = np.take_along_axis(table, np.broadcast_to(upper, shape)[..., None, None], axis=-2)
-    w = np.broadcast_to(weight, shape)[..., None]
-    low, high = low[..., 0, :], high[..., 0, :]
-    between = np.exp((1.0 - w) * np.log(low) + w * np.log(high))
-    # at a calibrated length its calibrator's own factors, to the bit
-    return np.where(w <= 0.0, low, np.where(w >= 1.0, high, between))
-
-
 def shared_table(table: Any, sharing: Any = None) -> np.ndarray:
     """The factor tables the hosts of one task are served with: ``table`` (..., hosts,
     lengths, levels) each host's own; where several hosts share a task (``sharing``
@@ -218,7 +155,7 @@ def calibrated_moments(servers: Any, dedicated_seconds: np.ndarray, factors: np.
     them; ``dedicated_seconds``: (B, hosts), 0 where a host has no work; ``factors``:
     (B, hosts, levels), 1 where a host has no work; ``model_mean``/``model_var``: the model
     law's moments of each set; ``no_delay``: (B, hosts) each member's chance of ending on its
-    dedicated time (:func:`set_floors`), None for none.
+    dedicated time (:func:`scheduler.no_delay.set_floors`), None for none.
     """
     count, hosts = dedicated_seconds.shape
     groups = servers.mult.shape[-1] // hosts

@@ -19,7 +19,7 @@ at a share's dedicated time it is read between the lengths around it (:func:`cha
 The task's floor is the product of its shares' chances (the shares taken as independent;
 owners' work on a lab's stations tends to come together, which only makes the floor
 conservative): its law is at least that from its longest share's dedicated time (times
-1 + ``SLACK``) on (:func:`scheduler.calibrated.calibrate`; ``SLACK`` is set there).
+1 + ``SLACK``) on (:func:`scheduler.calibrated.calibrate`).
 """
 
 from __future__ import annotations
@@ -28,10 +28,13 @@ from typing import Any
 
 import numpy as np
 
-from scheduler.calibrated import NO_DELAY_SLACK as SLACK
-from scheduler.calibrated_selection import length_factors
 from scheduler.errors import InvalidArgumentError
+from scheduler.length_factors import length_factors
 
+# a share ended on its dedicated time if it took at most this much longer: a manager reads
+# the outcome off the capacity series, where an idle machine's lowest-priority task
+# measures a little under a whole core
+SLACK = 0.01
 # launches' worth of the chance over every host a host's own record is shrunk towards
 PRIOR_LAUNCHES = 10.0
 
@@ -57,6 +60,27 @@ def chances_at(table: Any, lengths_seconds: Any, dedicated_seconds: Any) -> np.n
     longest = float(lengths[-1])
     return np.where(dedicated > longest,
                     table[..., -1] ** (np.maximum(dedicated, longest) / longest), at)
+
+
+def set_floors(chances: np.ndarray, dedicated_seconds: np.ndarray
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """(B,) each set's chance that every share ends on its dedicated time, and (B,) from when
+    (seconds), as :func:`scheduler.calibrated.calibrate` applies them: ``chances`` (B, hosts)
+    each member's at its share, ``dedicated_seconds`` (B, hosts), 0 where a host has no work.
+    A set of one working host has none (its own factors place its atom)."""
+    working = dedicated_seconds > 0
+    floors = np.where(working, chances, 1.0).prod(axis=1)
+    floors = np.where(working.sum(axis=1) > 1, floors, 0.0)
+    return floors, dedicated_seconds.max(axis=1) * (1.0 + SLACK)
+
+
+def floored(cdf: np.ndarray, times: np.ndarray, floors: np.ndarray, since: np.ndarray
+            ) -> np.ndarray:
+    """Each row's task ``cdf`` at ``times`` (B, K) held at least at its ``floors`` (B,) from
+    ``since`` (B,) seconds on (in place; returns ``cdf``)."""
+    if floors.any():
+        np.maximum(cdf, np.where(times >= since[:, None], floors[:, None], 0.0), out=cdf)
+    return cdf
 
 
 class NoDelayRecord:

@@ -22,7 +22,6 @@ from ghs.manager.envelope import running_jobs
 from scheduler import predict, predict_mean
 from scheduler.backlog import Backlog
 from scheduler.calibrated import (
-    NO_DELAY_SLACK,
     SERVED_LEVELS,
     calibrated_prediction,
     host_quantiles,
@@ -31,6 +30,7 @@ from scheduler.calibrated import (
 from scheduler.calibrated_selection import length_factors, shared_table
 from scheduler.combined_mean import split_mean_seconds
 from scheduler.conformal import TAIL_LEVELS, with_pooled
+from scheduler.no_delay import SLACK as NO_DELAY_SLACK
 from scheduler.no_delay import NoDelayRecord, ended_on_dedicated
 from scheduler.trace_simulation import simulate_trace_many
 

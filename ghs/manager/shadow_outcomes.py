@@ -11,8 +11,8 @@ from typing import Any
 import numpy as np
 
 from ghs.manager.realised import Outcomes
-from scheduler.calibrated import NO_DELAY_SLACK
 from scheduler.calibrated_selection import length_weights
+from scheduler.no_delay import SLACK as NO_DELAY_SLACK
 from scheduler.no_delay import ended_on_dedicated
 
 
