@@ -71,6 +71,9 @@ class RowState:
 
     def rows(self, host_indices: Any) -> np.ndarray:
         """Host indices as an int64 array, each in [0, hosts)."""
+        if type(host_indices) is int and 0 <= host_indices < self.hosts:
+            # one host (a refresh asks host by host, thousands of times an hour)
+            return np.array([host_indices], dtype=np.int64)
         idx = np.atleast_1d(np.asarray(host_indices))
         if idx.size == 0:
             return idx.astype(np.int64).reshape(0)

@@ -50,14 +50,18 @@ class ShadowOutcomes:
         # only after an outcome moves them (dozens of launches are pending, every hour)
         standing: dict[tuple[str, int], tuple[np.ndarray, np.ndarray]] = {}
 
-        def own_now(shadow: Any) -> tuple[np.ndarray, np.ndarray]:
-            if shadow.at_launch is not None:
-                return shadow.at_launch
+        def own_factors(shadow: Any) -> tuple[np.ndarray, np.ndarray]:
             key = (shadow.calibrator, shadow.length)
             factors = standing.get(key)
             if factors is None:
                 factors = standing[key] = self.calibrators[shadow.calibrator][
                     shadow.length].factors_and_pool(track.row)
+            return factors
+
+        def own_now(shadow: Any) -> tuple[np.ndarray, np.ndarray]:
+            if shadow.at_launch is not None:
+                return shadow.at_launch
+            factors = own_factors(shadow)
             return (np.maximum.accumulate(shadow.base * factors[0]),
                     np.maximum.accumulate(shadow.base * factors[1]))
 
@@ -70,13 +74,33 @@ class ShadowOutcomes:
         # (scheduler.tail_battery: the pooled far tail runs several steps side by side)
         tail_standing: dict[tuple[str, int], np.ndarray] = {}
 
-        def tail_now(shadow: Any) -> np.ndarray:
+        def tail_factors(shadow: Any) -> tuple[np.ndarray, float]:
+            # every expert's factors, and the least of their first level's
             key = (shadow.view, shadow.length)
-            factors = tail_standing.get(key)
-            if factors is None:
-                factors = tail_standing[key] = self.tails[shadow.view][
-                    shadow.length].expert_factors()
-            return np.maximum.accumulate(shadow.tail[None, :] * factors, axis=1)
+            standing_tail = tail_standing.get(key)
+            if standing_tail is None:
+                factors = self.tails[shadow.view][shadow.length].expert_factors()
+                standing_tail = tail_standing[key] = (factors, float(factors[:, 0].min()))
+            return standing_tail
+
+        def tail_now(shadow: Any) -> np.ndarray:
+            return np.maximum.accumulate(shadow.tail[None, :] * tail_factors(shadow)[0], axis=1)
+
+        def may_pass(shadow: Any) -> bool:
+            # most pending launches are still short of every quantile they are scored at: a
+            # lower bound on the least of them (each level's quantile is at least the first's,
+            # at least the base times the least factor; the p95 at least its base times its
+            # factor) settles that without working out the quantiles
+            if not shadow.decided:
+                if shadow.at_launch is not None:
+                    own = float(shadow.at_launch[0][-1])
+                else:
+                    own = float(shadow.base[-1]) * float(own_factors(shadow)[0][-1])
+                if shadow.launch + own <= now:
+                    return True
+            if shadow.tail_decided is not None and shadow.tail_decided.all():
+                return False
+            return shadow.launch + float(shadow.tail[0]) * tail_factors(shadow)[1] <= now
 
         def tail_decided(shadow: Any, tail: np.ndarray) -> np.ndarray:
             if shadow.tail_decided is None:
@@ -129,6 +153,10 @@ class ShadowOutcomes:
             # a miss known before the task ends: of every level once it has run past its
             # reported p95, of the far tail once past that
             newly = False
+            if not may_pass(shadow):
+                if covered < shadow.launch + 30 * 86400.0:
+                    still.append(shadow)
+                continue
             if not shadow.decided:
                 reported, pooled = own_now(shadow)
                 if shadow.launch + reported[-1] <= now and outcomes.overran(
