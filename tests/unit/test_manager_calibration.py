@@ -534,6 +534,12 @@ def test_a_split_over_quiet_hosts_serves_their_records_chance_of_no_delay():
             assert rebuilt.quantiles[name] == pytest.approx(body["quantiles"][name], rel=1e-9)
         assert "ends on its dedicated time" in model_assumptions(
             rebuilt, "manager forecast").calibration
+        # half-way through, the rest of the split has the same floor at its own length
+        shares = [row["dedicated_seconds"] for row in body["hosts"]]
+        eta = queries.eta(["ws1", "ws2"], shares, [0.5, 0.5], 0.5 * longest)
+        rest = eta["calibrated_law"]["no_delay"]
+        assert rest["from_seconds"] == pytest.approx(1.01 * 0.5 * longest)
+        assert 0.5 * longest <= eta["quantiles"]["p50"] <= rest["from_seconds"]
     finally:
         for feed in feeds:
             feed.close()
