@@ -26,7 +26,7 @@ from scheduler.errors import InvalidArgumentError
 from scheduler.host_cdf import hosts_cdf, many_hosts_cdf
 from scheduler.model import with_vanishing_interruption
 from scheduler.no_delay import SLACK as NO_DELAY_SLACK
-from scheduler.no_delay import floored, floored_members, set_floors
+from scheduler.no_delay import floored, set_floors
 from scheduler.power_tail import (
     _TAIL_SEARCH_LOG_SPAN,
     _TAIL_SEARCH_STEPS,
@@ -118,16 +118,16 @@ def calibrate(prediction: Any, factors: Any, levels: Any = LEVELS,
     """Apply per-host quantile ``factors`` (hosts, levels), > 0, to ``prediction``
     (a :class:`scheduler.Prediction`) and combine the hosts' calibrated laws. ``no_delay``
     (hosts,), in [0, 1]: each host's chance, from its record, that its share ends on its
-    dedicated time (:mod:`scheduler.no_delay`); in a task split over several hosts each
-    one's law is at least its chance from its dedicated time (times 1 + ``NO_DELAY_SLACK``)
-    on, so the task's is at least their product from its longest share's."""
+    dedicated time (:mod:`scheduler.no_delay`); a task split over several hosts then has a
+    law at least their product from its longest share's dedicated time (times
+    1 + ``NO_DELAY_SLACK``) on."""
     nominal = np.asarray(levels, dtype=float)
     f = np.asarray(factors, dtype=float)
     hosts = len(prediction.hosts)
     if f.shape != (hosts, nominal.size) or not (np.isfinite(f).all() and (f > 0).all()):
         raise InvalidArgumentError(f"factors must be positive, shape ({hosts}, {nominal.size})",
                                    field="factors", value=None)
-    floor, chances = 0.0, None
+    floor = 0.0
     if no_delay is not None:
         chances = np.asarray(no_delay, dtype=float)
         if chances.shape != (hosts,) or not (np.isfinite(chances).all()
@@ -137,11 +137,11 @@ def calibrate(prediction: Any, factors: Any, levels: Any = LEVELS,
         # the shares taken as independent (scheduler.no_delay)
         floor = float(set_floors(chances[None, :], np.asarray(
             prediction.dedicated_seconds, dtype=float)[None, :])[0][0])
-    return _calibrate(prediction, f, nominal, floor, chances)
+    return _calibrate(prediction, f, nominal, floor)
 
 
 def _calibrate(prediction: Any, factors: np.ndarray, levels: np.ndarray,
-               floor: float = 0.0, chances: np.ndarray | None = None) -> CalibratedLaw:
+               floor: float = 0.0) -> CalibratedLaw:
     grid = _grid(prediction, factors)
     # a host the model sees as never interrupted is mapped as one with a vanishing chance of
     # delay (scheduler.model.VANISHING_INTERRUPTION): a pure atom has no tail to map
@@ -155,12 +155,9 @@ def _calibrate(prediction: Any, factors: np.ndarray, levels: np.ndarray,
     # Every map keeps 0 at 0, so the product is 0 until the last host's start: only the
     # points past it are mapped.
     live = int((host_cdf == 0).sum(axis=1).max())
-    mapped = _power_tail(_level_map(host_cdf[:, live:], at_reported, levels), grid[live:],
-                         reported, levels, dedicated > 0)
-    if chances is not None:
-        floored_members(mapped, grid[live:], chances, dedicated,
-                        np.full(dedicated.shape, (dedicated > 0).sum() > 1))
-    task_cdf[live:] = np.prod(mapped, axis=0)
+    task_cdf[live:] = np.prod(_power_tail(
+        _level_map(host_cdf[:, live:], at_reported, levels), grid[live:], reported, levels,
+        dedicated > 0), axis=0)
     task_cdf = np.maximum.accumulate(task_cdf)
     start = float(dedicated.max(initial=0.0))
     floor_seconds = start * (1.0 + NO_DELAY_SLACK)

@@ -35,10 +35,9 @@ from typing import Any
 
 import numpy as np
 
-from scheduler.calibrated import GRID_POINTS, _level_map, reported_quantiles
+from scheduler.calibrated import GRID_POINTS, _level_map, floored, reported_quantiles, set_floors
 from scheduler.calibrated_selection import _quantiles, _window_cdf
 from scheduler.model import Servers, with_vanishing_interruption
-from scheduler.no_delay import floored, floored_members, set_floors
 from scheduler.power_tail import TAIL_FROM, _power_tail
 
 # points of the model law's own grid, for its moments
@@ -106,7 +105,6 @@ def screen_moments(servers: Any, dedicated_seconds: np.ndarray, factors: np.ndar
     # dozens of passes went to memory
     task = np.ones((count, full))
     model = np.ones((count, full))
-    several = (dedicated_seconds > 0).sum(axis=1) > 1
     block = max(1, _BLOCK_POINTS // full)
     for begin in range(0, len(pair_set), block):
         rows = slice(begin, begin + block)
@@ -114,9 +112,6 @@ def screen_moments(servers: Any, dedicated_seconds: np.ndarray, factors: np.ndar
         cdf, mapped = _member_laws(pairs.take(rows), window[in_set], width,
                                    factors[in_set, pair_host[rows]], levels, log_low[in_set],
                                    log_step[in_set], first[in_set])
-        if no_delay is not None:
-            floored_members(mapped, window[in_set], no_delay[in_set, pair_host[rows]],
-                            dedicated_seconds[in_set, pair_host[rows]], several[in_set])
         # each set's members in the block (consecutive rows) into its products
         runs = np.flatnonzero(np.concatenate([[True], in_set[1:] != in_set[:-1]]))
         task[in_set[runs]] *= np.multiply.reduceat(mapped, runs, axis=0)

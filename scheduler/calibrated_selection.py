@@ -32,7 +32,7 @@ from scheduler.errors import InvalidArgumentError
 from scheduler.host_cdf import _power
 from scheduler.length_factors import length_factors, length_weights
 from scheduler.model import MixtureServers, Servers, with_vanishing_interruption
-from scheduler.no_delay import floored, floored_members, set_floors
+from scheduler.no_delay import floored, set_floors
 from scheduler.power_tail import _power_tail
 
 __all__ = ["SelectionCalibration", "calibrated_host_log_cdf", "calibrated_moments",
@@ -188,10 +188,6 @@ def calibrated_moments(servers: Any, dedicated_seconds: np.ndarray, factors: np.
     # past its own levels a member's law is a power law in time, wherever its model's F is
     _power_tail(mapped[:, first:], pair_grid[:, first:], reported, levels,
                 np.ones(len(pair_set), dtype=bool))
-    if no_delay is not None:
-        several = (dedicated_seconds > 0).sum(axis=1) > 1
-        floored_members(mapped, pair_grid, no_delay[pair_set, pair_host],
-                        dedicated_seconds[pair_set, pair_host], several[pair_set])
     # pairs come set by set (np.nonzero's row-major order) and every set has work somewhere
     starts = np.searchsorted(pair_set, np.arange(count))
     task_cdf = np.maximum.accumulate(np.multiply.reduceat(mapped, starts, axis=0), axis=1)

@@ -16,14 +16,10 @@ lower) and those that did not. A host's chance at a length is the share of its o
 that did, shrunk towards the share over every host (``PRIOR_LAUNCHES`` launches' worth), and
 at a share's dedicated time it is read between the lengths around it (:func:`chances_at`).
 
-Each working member's calibrated law in a split is held at least at its chance from its own
-dedicated time (times 1 + ``SLACK``) on (:func:`floored_members`), and the product over the
-members taken: the shares taken as independent (owners' work on a lab's stations tends to
-come together, which only makes this conservative). The task's law is then at least the
-product of the chances from its longest share's dedicated time on, the floor the answer names
-(:func:`set_floors`), and above it where a busier member's law places the median and the
-quiet members' laws, lifted by shared factors, lag their records
-(:func:`scheduler.calibrated.calibrate`).
+The task's floor is the product of its shares' chances (the shares taken as independent;
+owners' work on a lab's stations tends to come together, which only makes the floor
+conservative): its law is at least that from its longest share's dedicated time (times
+1 + ``SLACK``) on (:func:`scheduler.calibrated.calibrate`).
 """
 
 from __future__ import annotations
@@ -76,22 +72,6 @@ def set_floors(chances: np.ndarray, dedicated_seconds: np.ndarray
     floors = np.where(working, chances, 1.0).prod(axis=1)
     floors = np.where(working.sum(axis=1) > 1, floors, 0.0)
     return floors, dedicated_seconds.max(axis=1) * (1.0 + SLACK)
-
-
-def floored_members(mapped: np.ndarray, times: np.ndarray, chances: np.ndarray,
-                    dedicated_seconds: np.ndarray, several: np.ndarray) -> np.ndarray:
-    """Each member's calibrated CDF ``mapped`` (P, K) at ``times`` (P, K) or (K,) held at
-    least at its own chance (P,) from its ``dedicated_seconds`` (P,) times 1 + ``SLACK`` on,
-    where ``several`` (P,): its set has more than one working host (in place; returns
-    ``mapped``). The shares taken as independent, a set's law is then at least every
-    member's floor times the others' laws: never below :func:`set_floors`' product from its
-    longest share on, and above it where the quiet members' own laws (lifted off their
-    dedicated times by the factors a split's hosts share) lag their records' chances."""
-    held = np.where(several & (dedicated_seconds > 0), chances, 0.0)
-    if held.any():
-        since = (dedicated_seconds * (1.0 + SLACK))[:, None]
-        np.maximum(mapped, np.where(times >= since, held[:, None], 0.0), out=mapped)
-    return mapped
 
 
 def floored(cdf: np.ndarray, times: np.ndarray, floors: np.ndarray, since: np.ndarray

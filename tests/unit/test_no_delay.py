@@ -63,37 +63,6 @@ def test_the_floor_is_the_chance_the_simulator_gives_every_share_no_delay():
     assert "no_delay" not in plain.to_dict()["calibrated_law"]
 
 
-def test_each_quiet_hosts_chance_holds_its_own_law_in_a_split_with_a_busy_one():
-    """Eleven quiet hosts whose shared factors lift their laws by 30% and one busier host
-    whose factors are right: the product of the chances (0.36) is under a half, so it
-    cannot place the p50, but each quiet host's own chance holds its law from its dedicated
-    time on, and the split's p50 comes down to a few percent of the simulated one (the
-    product floor alone left it 28% late, covering 87%). The law never promises more than
-    the simulator gives, and the p90 and p95 stay where the factors put them."""
-    rng = np.random.default_rng(5)
-    busy = Host("b", lam=1 / 7200, mu=1 / 600, sigma=600, rho=600 / 7200)
-    hosts = [*QUIET[:11], busy]
-    record = _recorded(hosts, rng)
-    prediction = predict(hosts, len(hosts) * SHARE_SECONDS)
-    factors = np.full((len(hosts), len(SERVED_LEVELS)), 1.3)
-    factors[-1] = 1.0
-    chances = record.chances(range(len(hosts)), [False] * len(hosts),
-                             prediction.dedicated_seconds)
-    served = calibrated_prediction(prediction, factors, SERVED_LEVELS, no_delay=chances)
-    plain = calibrated_prediction(prediction, factors, SERVED_LEVELS)
-    split = simulate(hosts, prediction.shares, runs=6000, rng=rng).completion_seconds
-    assert served.law is not None and served.law.floor < 0.5
-    true_p50 = float(np.quantile(split, 0.5))
-    assert true_p50 <= served.quantiles["p50"] <= 1.12 * true_p50
-    assert plain.quantiles["p50"] > 1.2 * true_p50
-    assert 0.5 <= np.mean(split <= served.quantiles["p50"]) <= 0.7
-    times = np.linspace(1.0, 2.0, 21) * prediction.dedicated_seconds.max()
-    simulated = (split[None, :] <= times[:, None]).mean(axis=1)
-    assert (served.cdf(times) <= simulated + 0.03).all()
-    for name in ("p90", "p95"):
-        assert served.quantiles[name] == plain.quantiles[name]
-
-
 def test_one_host_alone_has_no_floor():
     prediction = predict(QUIET[:1], SHARE_SECONDS)
     served = calibrated_prediction(prediction, np.full((1, len(SERVED_LEVELS)), 1.3),
