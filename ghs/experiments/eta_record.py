@@ -32,8 +32,9 @@ import numpy as np
 from ghs.errors import GhsError
 from scheduler import Calibrator, Host, predict
 from scheduler.backlog import Backlog
-from scheduler.calibrated import calibrated_prediction, host_quantiles
+from scheduler.calibrated import calibrated_prediction
 from scheduler.calibrated_selection import length_factors, shared_table
+from scheduler.host_quantiles import host_quantiles
 from scheduler.prediction import Prediction
 from scheduler.stops import queue_of
 

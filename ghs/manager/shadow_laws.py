@@ -16,7 +16,8 @@ import numpy as np
 
 from scheduler import Host
 from scheduler.backlog import Backlog
-from scheduler.calibrated import SERVED_LEVELS, grouped_host_quantiles, joint_host_quantiles
+from scheduler.calibrated import SERVED_LEVELS
+from scheduler.host_quantiles import grouped_host_quantiles, joint_host_quantiles
 from scheduler.prediction import Prediction, predict_hosts
 
 DIST = "lognormal"

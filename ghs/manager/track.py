@@ -24,7 +24,8 @@ import sqlite_utils
 from ghs.errors import GhsError
 from ghs.manager.transactions import write_transaction
 from scheduler import Prediction
-from scheduler.calibrated import CalibratedPrediction, host_quantiles
+from scheduler.calibrated import CalibratedPrediction
+from scheduler.host_quantiles import host_quantiles
 
 LEVELS = {"p50": 0.5, "p90": 0.9, "p95": 0.95}
 TASK = ""  # the host column of a whole-task report

@@ -10,8 +10,9 @@ import pytest
 from ghs.benchmarks.scheduling import lab
 from scheduler import Host, completion, predict
 from scheduler.backlog import Backlog
-from scheduler.calibrated import SERVED_LEVELS, _level_map, calibrate, host_quantiles
+from scheduler.calibrated import SERVED_LEVELS, _level_map, calibrate
 from scheduler.conformal import LEVELS, level_map
+from scheduler.host_quantiles import host_quantiles
 from scheduler.power_tail import TAIL_FROM
 from scheduler.prediction import predict_hosts
 

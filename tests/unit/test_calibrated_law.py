@@ -6,7 +6,8 @@ import pytest
 from scheduler import Host, InvalidArgumentError, predict
 from scheduler.backlog import Backlog
 from scheduler.backlog_weight import BacklogWeights, WeightSettings
-from scheduler.calibrated import SERVED_LEVELS, calibrate, calibrated_prediction, host_quantiles
+from scheduler.calibrated import SERVED_LEVELS, calibrate, calibrated_prediction
+from scheduler.host_quantiles import host_quantiles
 
 HOSTS = [Host("a", lam=0.002, mu=1 / 100, sigma=150, rho=0.2),
          Host("b", lam=0.001, mu=1 / 200, sigma=300, rho=0.2, cores=2)]

@@ -14,7 +14,8 @@ from ghs.manager.shadow_start import ShadowInputs, host_at
 from ghs.manager.simulated_feed import ZERO_EPOCH_SECONDS
 from scheduler import Host, predict
 from scheduler.backlog import Backlog
-from scheduler.calibrated import SERVED_LEVELS, host_quantiles
+from scheduler.calibrated import SERVED_LEVELS
+from scheduler.host_quantiles import host_quantiles
 
 
 def test_running_jobs_are_what_a_fresh_snapshot_holds():

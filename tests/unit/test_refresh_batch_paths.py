@@ -9,9 +9,9 @@ from test_shadow_launch_paths import HOSTS, WORKS, _jobs
 from ghs.manager.realised import CapacitySeries, Outcomes
 from ghs.manager.shadow_laws import HostLaws, copies_of
 from scheduler.backlog import Backlog
-from scheduler.calibrated import grouped_host_quantiles, joint_host_quantiles
 from scheduler.errors import InvalidArgumentError
 from scheduler.forecast import ForecastBank
+from scheduler.host_quantiles import grouped_host_quantiles, joint_host_quantiles
 from scheduler.prediction import predict_hosts
 
 HOUR = 3600.0

@@ -9,8 +9,8 @@ from test_calibrated_fast_paths import _log_route_host_cdf
 from ghs.manager.shadow_laws import LAW_LEVELS, HostLaws, copies_of
 from scheduler import Host
 from scheduler.backlog import Backlog
-from scheduler.calibrated import host_quantiles, joint_host_quantiles
 from scheduler.forecast import ForecastBank
+from scheduler.host_quantiles import host_quantiles, joint_host_quantiles
 from scheduler.prediction import predict_hosts
 
 HOUR = 3600.0
