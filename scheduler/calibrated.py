@@ -159,8 +159,15 @@ def _calibrate(prediction: Any, factors: np.ndarray, levels: np.ndarray,
         dedicated > 0), axis=0)
     task_cdf = np.maximum.accumulate(task_cdf)
     start = float(dedicated.max(initial=0.0))
+    model_cdf = np.maximum.accumulate(np.prod(host_cdf, axis=0))
     floor_seconds = start * (1.0 + NO_DELAY_SLACK)
-    floored(task_cdf[None, :], grid[None, :], np.array([floor]), np.array([floor_seconds]))
+    if live >= grid.size:
+        floor = 0.0  # a member the model sees finishing past the grid: no floor to hold
+    elif live > 0 and grid[live - 1] >= floor_seconds:
+        # a member with jobs running that the model sees finishing after then: from its start
+        floor_seconds = float(grid[live])
+    floored(task_cdf[None, :], grid[None, :], np.array([floor]), np.array([floor_seconds]),
+            model_cdf[None, :])
     names = list(REPORTED)
     wanted = np.array(list(REPORTED.values()))
     values = _row_quantiles(grid, task_cdf[None, :], wanted)[0]
@@ -172,7 +179,6 @@ def _calibrate(prediction: Any, factors: np.ndarray, levels: np.ndarray,
     values = np.where(wanted <= floor, np.minimum(values, floor_seconds), values)
     # The moments integrate the survival function on the grid; the model's own law, integrated
     # on the same grid, corrects the discretisation (exact when every factor is 1).
-    model_cdf = np.maximum.accumulate(np.prod(host_cdf, axis=0))
     first_gap = _integral(grid, 1.0 - task_cdf, 1) - _integral(grid, 1.0 - model_cdf, 1)
     second_gap = _integral(grid, 1.0 - task_cdf, 2) - _integral(grid, 1.0 - model_cdf, 2)
     mean = prediction.mean + first_gap

@@ -117,9 +117,9 @@ def screen_moments(servers: Any, dedicated_seconds: np.ndarray, factors: np.ndar
         task[in_set[runs]] *= np.multiply.reduceat(mapped, runs, axis=0)
         model[in_set[runs]] *= np.multiply.reduceat(cdf, runs, axis=0)
     task = np.maximum.accumulate(task, axis=1)
-    if no_delay is not None:
-        floored(task, window, *set_floors(no_delay, dedicated_seconds))
     model = np.maximum.accumulate(model, axis=1)
+    if no_delay is not None:
+        floored(task, window, *set_floors(no_delay, dedicated_seconds), model)
     # before the window both CDFs are 0 (every map keeps 0 at 0), so the gap is too
     gap = model - task
     first_gap = np.trapezoid(gap, window, axis=1)

@@ -191,9 +191,9 @@ def calibrated_moments(servers: Any, dedicated_seconds: np.ndarray, factors: np.
     # pairs come set by set (np.nonzero's row-major order) and every set has work somewhere
     starts = np.searchsorted(pair_set, np.arange(count))
     task_cdf = np.maximum.accumulate(np.multiply.reduceat(mapped, starts, axis=0), axis=1)
-    if no_delay is not None:
-        floored(task_cdf, grid, *set_floors(no_delay, dedicated_seconds))
     model_cdf = np.maximum.accumulate(np.multiply.reduceat(host_cdf, starts, axis=0), axis=1)
+    if no_delay is not None:
+        floored(task_cdf, grid, *set_floors(no_delay, dedicated_seconds), model_cdf)
     # the survival integrals' differences, integrated as one (survival 1 - task minus 1 - model)
     gap = model_cdf - task_cdf
     first_gap, second_gap = _integral(grid, gap, 1), _integral(grid, gap, 2)

@@ -74,12 +74,15 @@ def set_floors(chances: np.ndarray, dedicated_seconds: np.ndarray
     return floors, dedicated_seconds.max(axis=1) * (1.0 + SLACK)
 
 
-def floored(cdf: np.ndarray, times: np.ndarray, floors: np.ndarray, since: np.ndarray
-            ) -> np.ndarray:
+def floored(cdf: np.ndarray, times: np.ndarray, floors: np.ndarray, since: np.ndarray,
+            model_cdf: np.ndarray) -> np.ndarray:
     """Each row's task ``cdf`` at ``times`` (B, K) held at least at its ``floors`` (B,) from
-    ``since`` (B,) seconds on (in place; returns ``cdf``)."""
+    ``since`` (B,) seconds on, where the model's own law of the task ``model_cdf`` (B, K)
+    says every share can have finished: a member with jobs running cannot before they end,
+    whatever its record of such launches says (in place; returns ``cdf``)."""
     if floors.any():
-        np.maximum(cdf, np.where(times >= since[:, None], floors[:, None], 0.0), out=cdf)
+        held = np.where((times >= since[:, None]) & (model_cdf > 0), floors[:, None], 0.0)
+        np.maximum(cdf, held, out=cdf)
     return cdf
 
 

@@ -4,7 +4,7 @@ simulator."""
 import numpy as np
 import pytest
 
-from scheduler import Host, InvalidArgumentError, predict, simulate
+from scheduler import Backlog, Host, InvalidArgumentError, predict, simulate
 from scheduler.calibrated import SERVED_LEVELS, calibrated_prediction
 from scheduler.no_delay import NoDelayRecord, ended_on_dedicated
 
@@ -61,6 +61,28 @@ def test_the_floor_is_the_chance_the_simulator_gives_every_share_no_delay():
     assert body["calibrated_law"]["no_delay"] == {"chance": law.floor,
                                                   "from_seconds": law.floor_seconds}
     assert "no_delay" not in plain.to_dict()["calibrated_law"]
+
+
+def test_the_floor_waits_for_a_member_whose_running_jobs_must_end_first():
+    """A member with a job of 1,800 CPU seconds still to run cannot finish its hour's share
+    before 5,400 s, whatever its record of launches that found jobs running says: the
+    split's law holds the floor only from then, and no quantile comes before it."""
+    hosts = QUIET[:4]
+    starts = [Backlog.exact([1800.0])] + [Backlog.idle()] * 3
+    prediction = predict(hosts, 4 * SHARE_SECONDS, shares=[SHARE_SECONDS] * 4,
+                         backlog=starts)
+    served = calibrated_prediction(prediction, np.ones((4, len(SERVED_LEVELS))),
+                                   SERVED_LEVELS, no_delay=[0.99] * 4)
+    law = served.law
+    assert law is not None and law.floor == pytest.approx(0.99**4)
+    assert law.floor_seconds >= SHARE_SECONDS + 1800.0
+    assert served.cdf([1.01 * SHARE_SECONDS, 1.4 * SHARE_SECONDS]) == pytest.approx([0, 0])
+    assert served.quantiles["p50"] >= SHARE_SECONDS + 1800.0
+    idle = calibrated_prediction(predict(hosts, 4 * SHARE_SECONDS, shares=[SHARE_SECONDS] * 4),
+                                 np.ones((4, len(SERVED_LEVELS))), SERVED_LEVELS,
+                                 no_delay=[0.99] * 4)
+    assert idle.law is not None and idle.law.floor_seconds == pytest.approx(1.01 * SHARE_SECONDS)
+    assert idle.quantiles["p50"] <= 1.01 * SHARE_SECONDS
 
 
 def test_one_host_alone_has_no_floor():
