@@ -19,7 +19,8 @@ at a share's dedicated time it is read between the lengths around it (:func:`cha
 The task's floor is the product of its shares' chances (the shares taken as independent;
 owners' work on a lab's stations tends to come together, which only makes the floor
 conservative): its law is at least that from its longest share's dedicated time (times
-1 + ``SLACK``) on (:func:`scheduler.calibrated.calibrate`).
+1 + ``SLACK``) on, once the model's own law says every share can have finished (a host with
+local jobs running cannot before they end) (:func:`scheduler.calibrated.calibrate`).
 """
 
 from __future__ import annotations
