@@ -130,7 +130,8 @@ def run_demo(*, simulated: int = 12, speedup: float = 3600.0, seed: int = 7,
                 status = _wait_for_history(client, processes, root, simulated, started,
                                            timeout_seconds, progress)
                 prediction = client.predict_answer(work_seconds)
-                plan = client.schedule_answer(work_seconds, method="heuristic")
+                # the default method (auto), as a user's ``ghs schedule`` gets it
+                plan = client.schedule_answer(work_seconds)
                 status = client.status()
         finally:
             _stop(processes)

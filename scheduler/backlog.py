@@ -211,6 +211,11 @@ class BacklogArrays:
                              self.low[members], self.none[members], self.extra_mean[members],
                              self.extra_var[members], {})
 
+    def jobs_running(self) -> np.ndarray:
+        """(H,) bool: the hosts with a job certainly running on some core at launch (a
+        snapshot's), not a steady state's chance of one."""
+        return np.asarray(((self.mult > 0) & ((self.low > 0) | (self.none <= 0))).any(axis=1))
+
     def spread_atoms(self, used: np.ndarray) -> int:
         """Atoms the exact mixture would take over the hosts ``used`` (bool, (H,))."""
         spread = (self.extra_var > 0) & (self.mult > 0) & used[:, None]

@@ -206,14 +206,17 @@ def calibrated_host_log_cdf(servers: Any, log_cdf: np.ndarray, factors: np.ndarr
                             levels: np.ndarray, dedicated_seconds: np.ndarray,
                             grid_seconds: np.ndarray) -> np.ndarray:
     """(K, n) log of each host's calibrated CDF phi_k(F_k) at the times ``grid_seconds``
-    (K,) where its model ``log_cdf`` (K, n) was read; ``servers``: the hosts' laws, (1, n)
-    (one server each), ``factors`` (n, levels) at each one's ``dedicated_seconds`` (n,).
+    (K,) where its model ``log_cdf`` (K, n) was read; ``servers``: the hosts' laws, (1, n x
+    groups) (each host's core groups side by side), ``factors`` (n, levels) at each one's
+    ``dedicated_seconds`` (n,).
     Each host's level map is read on its own geometric grid of ``_HOST_POINTS`` from its
     start to where its survival is 1e-9 (the served law reads it on the set's grid: close,
     not the same figures; this ranks hosts, it does not score sets)."""
-    hosts = servers.t.shape[1]
-    rows = servers.take((np.zeros((hosts, 1), dtype=int), np.arange(hosts)[:, None]))
-    if isinstance(rows, Servers) and hosts == len(factors):
+    hosts = len(factors)
+    groups = servers.t.shape[1] // hosts
+    rows = servers.take((np.zeros((hosts, 1), dtype=int),
+                         np.arange(hosts * groups).reshape(hosts, groups)))
+    if isinstance(rows, Servers) and groups == 1:
         # one plain server type per host: its quantiles in closed form, and F at the
         # reported ones exactly (not read on a grid; 3-4 times cheaper)
         knots, reported = _exact_knots(rows, factors, levels, dedicated_seconds)

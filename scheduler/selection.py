@@ -297,22 +297,24 @@ class SetEvaluator:
 
     def every_host_servers(self, members: np.ndarray) -> Servers:
         """Each candidate's law at the share it would get if it joined (or stayed in) the
-        set ``members``: (1, m) servers, the common scale of the set's own shares."""
+        set ``members``, the common scale of the set's own shares: (1, m x groups) servers,
+        each host's core groups side by side (one group each without a backlog)."""
         # without mixture=True build_servers gives plain servers (moment-fitted backlogs)
-        return cast(Servers, build_servers(self.arrays, self._every_host_shares(members),
+        return cast(Servers, build_servers(self.arrays, self.every_host_shares(members),
                                            self.codes[None, :]))
 
     def every_host_log_cdf(self, members: np.ndarray, hosts: Servers, grid: np.ndarray,
                            calibrated: bool = True) -> np.ndarray:
-        """(K, m) log CDF at the times ``grid`` (seconds) of ``hosts`` (from
-        ``every_host_servers(members)``): the model's, or with a calibration (and
-        ``calibrated``) the calibrated law's, so that hosts are ranked as sets are scored."""
+        """(K, m) log CDF at the times ``grid`` (seconds) of each candidate's completion
+        (the product over its core groups in ``hosts``, from ``every_host_servers(members)``):
+        the model's, or with a calibration (and ``calibrated``) the calibrated law's, so that
+        hosts are ranked as sets are scored."""
         if self.calibration is None or self.factor_table is None or not calibrated:
-            return hosts.mult[0] * completion.servers_log_cdf(hosts, grid[None, :])[0]
+            return self._host_log_cdf(hosts, grid)
         # a pure atom mapped as the served law maps it (scheduler.model)
         hosts = with_vanishing_interruption(hosts)
-        log_cdf = hosts.mult[0] * completion.servers_log_cdf(hosts, grid[None, :])[0]
-        dedicated = self._every_host_shares(members)[0] / (self.arrays.processes
+        log_cdf = self._host_log_cdf(hosts, grid)
+        dedicated = self.every_host_shares(members)[0] / (self.arrays.processes
                                                             * self.arrays.tau)
         lengths = np.asarray(self.calibration.lengths_seconds)
         # beside a set of several hosts a candidate would take the set's shared factors
@@ -322,7 +324,17 @@ class SetEvaluator:
             table, lengths, dedicated), np.asarray(self.calibration.levels),
             dedicated, grid)
 
-    def _every_host_shares(self, members: np.ndarray) -> np.ndarray:
+    def _host_log_cdf(self, hosts: Servers, grid: np.ndarray) -> np.ndarray:
+        """(K, m) the model's log CDF of each candidate: its groups' mult x log F summed (a
+        group without work, mult 0, is finished from the start)."""
+        per_group = completion.servers_log_cdf(hosts, grid[None, :])[0]
+        with np.errstate(invalid="ignore"):
+            weighted = np.where(hosts.mult[0] > 0, hosts.mult[0] * per_group, 0.0)
+        m = len(self.arrays.lam)
+        return weighted if weighted.shape[1] == m else weighted.reshape(
+            len(grid), m, -1).sum(axis=2)
+
+    def every_host_shares(self, members: np.ndarray) -> np.ndarray:
         """(1, m) shares of every candidate at the common scale of the set ``members``."""
         full = _partition(self.arrays, self.work, self.partition)
         mask = np.zeros((1, len(full)), dtype=bool)

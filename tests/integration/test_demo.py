@@ -20,5 +20,5 @@ def test_demo_runs_to_completion(tmp_path):
     assert len(simulated) == 12 and all(h["history_hours"] >= 24 for h in simulated)
     assert len(real) == 1 and real[0]["measurements"] >= 1
     assert result["status"]["counters"]["measurements_stored"] > 1000
-    assert result["prediction"]["mean"] > 0 and result["schedule"]["method"] == "heuristic"
+    assert result["prediction"]["mean"] > 0 and result["schedule"]["method"] == "auto"
     assert result["seconds"] < 120
