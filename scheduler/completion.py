@@ -356,4 +356,8 @@ def quantiles(servers: AnyServers, probs: np.ndarray, mean: np.ndarray, std: np.
         prev_x, prev_r = last_x, last_r
         last_x, last_r = guess, r_guess
         result = np.where(solved, result, hi)
+    # each level is solved to rel_tol on its own: where F rises by several levels within that
+    # (a share's end on a steep law), a higher level could come out a hair earlier
+    order = np.argsort(probs, kind="stable")
+    result[:, order] = np.maximum.accumulate(result[:, order], axis=1)
     return result

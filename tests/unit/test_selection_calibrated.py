@@ -301,6 +301,17 @@ def test_bad_calibrations_are_named_and_optimal_is_bounded():
     with pytest.raises(TooManyHostsError):
         schedule(hosts, 3600.0, "optimal",
                  calibration=SelectionCalibration(LENGTHS, {}))
+    # with each host's state at launch every subset is scored with its exact backlog
+    # mixture: a manager's 12-host lab took minutes a round, its other queries waiting
+    backlog = {h.name: Backlog.steady_state() for h in hosts[:10]}
+    with pytest.raises(TooManyHostsError) as mixture:
+        schedule(hosts[:10], 3600.0, "optimal", backlog=backlog,
+                 calibration=SelectionCalibration(LENGTHS, {}))
+    assert "limit is 9" in str(mixture.value) and "state at launch" in str(mixture.value)
+    plan = schedule(hosts[:9], 3600.0, "optimal", backlog={h.name: backlog[h.name]
+                                                           for h in hosts[:9]},
+                    calibration=SelectionCalibration(LENGTHS, {}))
+    assert plan.evaluations == 2**9 - 1
 
 
 @pytest.mark.parametrize("seed", [4, 7, 12])
