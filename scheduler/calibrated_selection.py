@@ -31,7 +31,7 @@ from scheduler.conformal import LEVELS
 from scheduler.errors import InvalidArgumentError
 from scheduler.host_cdf import _power
 from scheduler.length_factors import length_factors, length_weights
-from scheduler.model import MixtureServers, Servers, with_vanishing_interruption
+from scheduler.model import MixtureServers, Servers, compacted, with_vanishing_interruption
 from scheduler.no_delay import floored, set_floors
 from scheduler.power_tail import _power_tail
 
@@ -171,8 +171,9 @@ def calibrated_moments(servers: Any, dedicated_seconds: np.ndarray, factors: np.
     # Only the hosts with work, each on its set's grid: one row per (set, host) pair. A host
     # without work is finished from the start (F = 1, mapped to 1) and leaves the product.
     pair_set, pair_host = np.nonzero(dedicated_seconds > 0)
-    pair_servers = servers.take((pair_set[:, None],
-                                 pair_host[:, None] * groups + np.arange(groups)))
+    # each pair's groups (its padding to the widest host's groups and atoms left out)
+    pair_servers = compacted(servers.take((pair_set[:, None],
+                                           pair_host[:, None] * groups + np.arange(groups))))
     pair_grid = grid[pair_set]
     host_cdf, first, stop = _host_cdf(pair_servers, pair_grid)  # (P, K)
     pair_factors = factors[pair_set, pair_host]  # (P, L)

@@ -334,3 +334,42 @@ def _process_mult(arrays: HostArrays) -> np.ndarray:
     likely to meet any core's backlog, so a group of g cores weighs n g / c (a geometric mix of
     the groups' laws, exact when the groups agree)."""
     return arrays.backlog.mult * arrays.spread[..., None]
+
+
+def compacted(servers: Servers | MixtureServers) -> Servers | MixtureServers:
+    """The same laws of (B, n) problems for the max-product integrals, without the padding:
+    each problem's servers without work (mult 0, finished from the start) moved after the
+    others and the columns no problem uses dropped, and a mixture's atoms of weight 0 (which
+    add nothing) likewise, in order. A batch of sets pads every host to the most core groups
+    and every group to the most atoms of any: on a 12-host lab 624 components a point, 169
+    of them real. Not for callers that read the servers host by host (their layout moves)."""
+    used = servers.mult > 0
+    width = max(int(used.sum(axis=-1).max(initial=0)), 1)
+    if width < used.shape[-1]:
+        order = np.argsort(~used, axis=-1, kind="stable")[..., :width]
+        if isinstance(servers, MixtureServers):
+            deep = order[..., None]
+            servers = MixtureServers(
+                _taken(servers.parts, deep),
+                np.take_along_axis(servers.weight, deep, axis=-2),
+                np.take_along_axis(servers.mult, order, axis=-1))
+        else:
+            servers = _taken(servers, order, axis=-1)
+    if isinstance(servers, MixtureServers):
+        real = servers.weight > 0
+        depth = max(int(real.sum(axis=-1).max(initial=0)), 1)
+        if depth < real.shape[-1]:
+            order = np.argsort(~real, axis=-1, kind="stable")[..., :depth]
+            servers = MixtureServers(_taken(servers.parts, order, axis=-1),
+                                     np.take_along_axis(servers.weight, order, axis=-1),
+                                     servers.mult)
+    return servers
+
+
+def _taken(servers: Servers, order: np.ndarray, axis: int = -2) -> Servers:
+    """Every field of ``servers`` taken along ``axis`` at ``order`` (broadcast over the
+    rest, as ``np.take_along_axis``)."""
+    return Servers(**{name: np.take_along_axis(
+        np.broadcast_to(getattr(servers, name), np.broadcast_shapes(
+            getattr(servers, name).shape, servers.t.shape)), order, axis=axis)
+        for name in _FIELDS})

@@ -29,6 +29,7 @@ from scheduler.model import (
     DEFAULT_DIST,
     Servers,
     build_servers,
+    compacted,
     distribution_codes,
     with_vanishing_interruption,
 )
@@ -301,7 +302,7 @@ class SetEvaluator:
             laws = build_servers(_gather(self.arrays, members[rows]), shares[rows],
                                  self.codes[members[rows]], mixture=True) if mixture else (
                 servers if rows.size == len(members) else servers.take(rows))
-            model_mean, model_var, _ = completion.moments(laws, tol)
+            model_mean, model_var, _ = completion.moments(compacted(laws), tol)
             mean[rows], var[rows] = calibrated_moments(
                 laws, np.where(shares[rows] > 0, dedicated[rows], 0.0), factors[rows],
                 np.asarray(self.calibration.levels), model_mean, model_var,

@@ -14,7 +14,9 @@ from test_selection_calibrated import random_calibration, served_criterion
 from test_selection_search import mixed_pool
 
 from scheduler import Backlog, Host, completion, schedule
-from scheduler.selection import SetEvaluator, _arrays
+from scheduler.model import build_servers, compacted
+from scheduler.partitioning import _partition
+from scheduler.selection import SetEvaluator, _arrays, _gather
 from scheduler.set_damage import damage_per_share
 
 
@@ -77,7 +79,8 @@ def test_auto_is_within_one_percent_of_optimal_with_jobs_running_on_some_cores(s
 
 @pytest.mark.parametrize("seed", [21, 22])
 def test_auto_finds_the_calibrated_optimum_with_jobs_running_on_some_cores(seed):
-    hosts, work, backlog, rng = _busy_pool(seed, 10)
+    # 9 hosts: past auto's exact 8, within a calibrated optimal's limit with a backlog
+    hosts, work, backlog, rng = _busy_pool(seed, 9)
     calibration = random_calibration(rng, hosts)
     auto = schedule(hosts, work, "auto", backlog=backlog, calibration=calibration)
     optimal = schedule(hosts, work, "optimal", backlog=backlog, calibration=calibration)
@@ -125,3 +128,26 @@ def test_a_steady_state_start_holds_no_job_running():
     running = SetEvaluator(_arrays(hosts, backlog), work, "lognormal", "equal-mean")
     assert running.arrays.backlog.jobs_running().tolist() == [
         k % 2 == 0 for k in range(len(hosts))]
+
+
+def test_a_batch_without_its_padding_has_the_same_law():
+    # a batch of sets pads every host to the most core groups and atoms of any: the
+    # evaluator drops the padding before its integrals (scheduler.model.compacted)
+    hosts, work, backlog, _ = _busy_pool(4, 10)
+    evaluator = SetEvaluator(_arrays(hosts, backlog), work, "lognormal", "equal-mean")
+    rng = np.random.default_rng(4)
+    members = np.array([np.sort(rng.choice(10, 6, replace=False)) for _ in range(8)])
+    valid = np.arange(6)[None, :] < rng.integers(1, 7, 8)[:, None]
+    sub = _gather(evaluator.arrays, members)
+    shares = _partition(sub, work, "equal-mean", valid)
+    padded = build_servers(sub, shares, evaluator.codes[members], mixture=True)
+    compact = compacted(padded)
+    assert compact.mult.shape[-1] < padded.mult.shape[-1]
+    grid = np.geomspace(30.0, 2e6, 200)[None, :].repeat(len(members), axis=0)
+    full, short = completion.log_cdf(padded, grid), completion.log_cdf(compact, grid)
+    assert np.array_equal(np.isfinite(full), np.isfinite(short))
+    finite = np.isfinite(full)
+    assert short[finite] == pytest.approx(full[finite], rel=1e-12, abs=1e-300)
+    for was, now in zip(completion.moments(padded, 1e-7)[:2],
+                        completion.moments(compact, 1e-7)[:2]):
+        assert now == pytest.approx(was, rel=1e-9)
