@@ -27,11 +27,12 @@ import numpy as np
 
 from scheduler import completion, fits
 from scheduler.calibrated import GRID_POINTS, _level_map, reported_quantiles
+from scheduler.compact_servers import compacted
 from scheduler.conformal import LEVELS
 from scheduler.errors import InvalidArgumentError
 from scheduler.host_cdf import _power
 from scheduler.length_factors import length_factors, length_weights
-from scheduler.model import MixtureServers, Servers, compacted, with_vanishing_interruption
+from scheduler.model import MixtureServers, Servers, with_vanishing_interruption
 from scheduler.no_delay import floored, set_floors
 from scheduler.power_tail import _power_tail
 

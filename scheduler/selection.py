@@ -22,6 +22,7 @@ from scheduler.calibrated_selection import (
     shared_table,
 )
 from scheduler.choices import METHODS
+from scheduler.compact_servers import compacted
 from scheduler.errors import InvalidArgumentError, NoUsableHostsError, TooManyHostsError
 from scheduler.exact import optimal
 from scheduler.hosts import Host, HostArrays
@@ -29,7 +30,6 @@ from scheduler.model import (
     DEFAULT_DIST,
     Servers,
     build_servers,
-    compacted,
     distribution_codes,
     with_vanishing_interruption,
 )
@@ -302,7 +302,9 @@ class SetEvaluator:
             laws = build_servers(_gather(self.arrays, members[rows]), shares[rows],
                                  self.codes[members[rows]], mixture=True) if mixture else (
                 servers if rows.size == len(members) else servers.take(rows))
-            model_mean, model_var, _ = completion.moments(compacted(laws), tol)
+            # (the integrals read a SplitServers as they read either kind)
+            model_mean, model_var, _ = completion.moments(
+                cast(Any, compacted(laws, split=True)), tol)
             mean[rows], var[rows] = calibrated_moments(
                 laws, np.where(shares[rows] > 0, dedicated[rows], 0.0), factors[rows],
                 np.asarray(self.calibration.levels), model_mean, model_var,

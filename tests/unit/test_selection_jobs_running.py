@@ -14,7 +14,8 @@ from test_selection_calibrated import random_calibration, served_criterion
 from test_selection_search import mixed_pool
 
 from scheduler import Backlog, Host, completion, schedule
-from scheduler.model import build_servers, compacted
+from scheduler.compact_servers import SplitServers, compacted
+from scheduler.model import build_servers
 from scheduler.partitioning import _partition
 from scheduler.selection import SetEvaluator, _arrays, _gather
 from scheduler.set_damage import damage_per_share
@@ -134,6 +135,9 @@ def test_a_batch_without_its_padding_has_the_same_law():
     # a batch of sets pads every host to the most core groups and atoms of any: the
     # evaluator drops the padding before its integrals (scheduler.model.compacted)
     hosts, work, backlog, _ = _busy_pool(4, 10)
+    # two hosts in their steady state: mixtures of many atoms beside the jobs' one
+    idle = [name for name, state in backlog.items() if state.kind == "idle"]
+    backlog.update({name: Backlog.steady_state() for name in idle[:2]})
     evaluator = SetEvaluator(_arrays(hosts, backlog), work, "lognormal", "equal-mean")
     rng = np.random.default_rng(4)
     members = np.array([np.sort(rng.choice(10, 6, replace=False)) for _ in range(8)])
@@ -141,13 +145,17 @@ def test_a_batch_without_its_padding_has_the_same_law():
     sub = _gather(evaluator.arrays, members)
     shares = _partition(sub, work, "equal-mean", valid)
     padded = build_servers(sub, shares, evaluator.codes[members], mixture=True)
-    compact = compacted(padded)
-    assert compact.mult.shape[-1] < padded.mult.shape[-1]
     grid = np.geomspace(30.0, 2e6, 200)[None, :].repeat(len(members), axis=0)
-    full, short = completion.log_cdf(padded, grid), completion.log_cdf(compact, grid)
-    assert np.array_equal(np.isfinite(full), np.isfinite(short))
+    full = completion.log_cdf(padded, grid)
     finite = np.isfinite(full)
-    assert short[finite] == pytest.approx(full[finite], rel=1e-12, abs=1e-300)
-    for was, now in zip(completion.moments(padded, 1e-7)[:2],
-                        completion.moments(compact, 1e-7)[:2]):
-        assert now == pytest.approx(was, rel=1e-9)
+    # kept as mixtures (the calibrated criterion's pairs), and with the servers of one atom
+    # taken as plain ones beside them (the model's moments)
+    for compact in (compacted(padded), compacted(padded, split=True)):
+        assert compact.mult.shape[-1] < padded.mult.shape[-1]
+        short = completion.log_cdf(compact, grid)
+        assert np.array_equal(np.isfinite(short), finite)
+        assert short[finite] == pytest.approx(full[finite], rel=1e-12, abs=1e-300)
+        for was, now in zip(completion.moments(padded, 1e-7)[:2],
+                            completion.moments(compact, 1e-7)[:2]):
+            assert now == pytest.approx(was, rel=1e-9)
+    assert isinstance(compacted(padded, split=True), SplitServers)
