@@ -21,13 +21,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
 from scheduler import completion, fits
 from scheduler.calibrated import GRID_POINTS, _level_map, reported_quantiles
-from scheduler.compact_servers import compacted
+from scheduler.compact_servers import SplitServers, compacted
 from scheduler.conformal import LEVELS
 from scheduler.errors import InvalidArgumentError
 from scheduler.host_cdf import _power
@@ -174,7 +174,8 @@ def calibrated_moments(servers: Any, dedicated_seconds: np.ndarray, factors: np.
     pair_set, pair_host = np.nonzero(dedicated_seconds > 0)
     # each pair's groups (its padding to the widest host's groups and atoms left out)
     pair_servers = compacted(servers.take((pair_set[:, None],
-                                           pair_host[:, None] * groups + np.arange(groups))))
+                                           pair_host[:, None] * groups + np.arange(groups))),
+                             split=True)
     pair_grid = grid[pair_set]
     host_cdf, first, stop = _host_cdf(pair_servers, pair_grid)  # (P, K)
     pair_factors = factors[pair_set, pair_host]  # (P, L)
@@ -286,12 +287,13 @@ def _window_cdf(servers: Any, x: np.ndarray) -> np.ndarray:
     """(P, W) product over each row's groups of F_g(x)^mult_g at the row's times ``x``, with
     the served law's arithmetic (:mod:`scheduler.host_cdf`): a plain server's F is
     1 - q sf(x - t) from t on, a whole power by repeated squaring; a backlog mixture goes
-    through its log CDF. A level map can be steep where F rounds near 1, so other
+    through its log CDF (its servers of one atom too, when split out of it by
+    ``scheduler.compact_servers``). A level map can be steep where F rounds near 1, so other
     arithmetic (the exp of a summed log F) moved the criterion by up to 0.8% from the
     served law's; this gives its figures, in about 10% less time."""
     mult = servers.mult[:, :, None]
-    if isinstance(servers, MixtureServers):
-        per_server = completion.servers_log_cdf(servers, x).transpose(0, 2, 1)
+    if isinstance(servers, (MixtureServers, SplitServers)):
+        per_server = completion.servers_log_cdf(cast(Any, servers), x).transpose(0, 2, 1)
         return np.exp(np.where(mult > 0, mult * per_server, 0.0).sum(axis=1))
     y = x[:, None, :] - servers.t[:, :, None]  # (P, groups, W)
     before = y < 0

@@ -70,7 +70,8 @@ def compacted(servers: Servers | MixtureServers, *, split: bool = False
     and every group to the most atoms of any: on a 12-host lab 624 components a point, 169
     of them real. Not for callers that read the servers host by host (their layout moves).
     ``split``: a mixture's servers of one atom taken as plain servers beside the others
-    (:class:`SplitServers`, what ``completion``'s integrals read), else kept as mixtures."""
+    (:class:`SplitServers`, whatever their number: read through log F as the mixture is,
+    by ``completion``'s integrals and the calibrated criterion), else kept as mixtures."""
     used = servers.mult > 0
     width = max(int(used.sum(axis=-1).max(initial=0)), 1)
     if width < used.shape[-1]:
@@ -101,8 +102,6 @@ def compacted(servers: Servers | MixtureServers, *, split: bool = False
             for name in _FIELDS}), atom, axis=-1)
         plain = Servers(**{name: getattr(rest, name)[..., 0] for name in _FIELDS
                            if name != "mult"}, mult=servers.mult[..., mixed_width:])
-        if mixed_width == 0:
-            return plain
         mixed = MixtureServers(Servers(**{name: getattr(servers.parts, name)[..., :mixed_width, :]
                                           for name in _FIELDS}),
                                servers.weight[..., :mixed_width, :],
