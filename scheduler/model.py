@@ -334,4 +334,3 @@ def _process_mult(arrays: HostArrays) -> np.ndarray:
     likely to meet any core's backlog, so a group of g cores weighs n g / c (a geometric mix of
     the groups' laws, exact when the groups agree)."""
     return arrays.backlog.mult * arrays.spread[..., None]
-

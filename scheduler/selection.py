@@ -316,7 +316,7 @@ class SetEvaluator:
         set ``members``, the common scale of the set's own shares: (1, m x groups) servers,
         each host's core groups side by side (one group each without a backlog)."""
         # without mixture=True build_servers gives plain servers (moment-fitted backlogs)
-        return cast(Servers, build_servers(self.arrays, self.every_host_shares(members),
+        return cast(Servers, build_servers(self.arrays, self._every_host_shares(members),
                                            self.codes[None, :]))
 
     def every_host_log_cdf(self, members: np.ndarray, hosts: Servers, grid: np.ndarray,
@@ -330,7 +330,7 @@ class SetEvaluator:
         # a pure atom mapped as the served law maps it (scheduler.model)
         hosts = with_vanishing_interruption(hosts)
         log_cdf = self._host_log_cdf(hosts, grid)
-        dedicated = self.every_host_shares(members)[0] / (self.arrays.processes
+        dedicated = self._every_host_shares(members)[0] / (self.arrays.processes
                                                             * self.arrays.tau)
         lengths = np.asarray(self.calibration.lengths_seconds)
         # beside a set of several hosts a candidate would take the set's shared factors
@@ -350,7 +350,7 @@ class SetEvaluator:
         return weighted if weighted.shape[1] == m else weighted.reshape(
             len(grid), m, -1).sum(axis=2)
 
-    def every_host_shares(self, members: np.ndarray) -> np.ndarray:
+    def _every_host_shares(self, members: np.ndarray) -> np.ndarray:
         """(1, m) shares of every candidate at the common scale of the set ``members``."""
         full = _partition(self.arrays, self.work, self.partition)
         mask = np.zeros((1, len(full)), dtype=bool)

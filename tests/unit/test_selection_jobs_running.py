@@ -133,7 +133,7 @@ def test_a_steady_state_start_holds_no_job_running():
 
 def test_a_batch_without_its_padding_has_the_same_law():
     # a batch of sets pads every host to the most core groups and atoms of any: the
-    # evaluator drops the padding before its integrals (scheduler.model.compacted)
+    # evaluator drops the padding before its integrals (scheduler.compact_servers.compacted)
     hosts, work, backlog, _ = _busy_pool(4, 10)
     # two hosts in their steady state: mixtures of many atoms beside the jobs' one
     idle = [name for name, state in backlog.items() if state.kind == "idle"]
