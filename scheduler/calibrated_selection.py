@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 
@@ -293,7 +293,7 @@ def _window_cdf(servers: Any, x: np.ndarray) -> np.ndarray:
     served law's; this gives its figures, in about 10% less time."""
     mult = servers.mult[:, :, None]
     if isinstance(servers, (MixtureServers, SplitServers)):
-        per_server = completion.servers_log_cdf(cast(Any, servers), x).transpose(0, 2, 1)
+        per_server = completion.servers_log_cdf(servers, x).transpose(0, 2, 1)
         return np.exp(np.where(mult > 0, mult * per_server, 0.0).sum(axis=1))
     y = x[:, None, :] - servers.t[:, :, None]  # (P, groups, W)
     before = y < 0

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from scheduler.model import AnyServers
+from scheduler.model import ServerLaws
 
 # Kronrod 15-point nodes (non-negative half) and weights, with the embedded 7-point Gauss
 # weights; standard published constants.
@@ -36,31 +36,31 @@ _ADAPTIVE_PANELS = 4
 MAX_ROUNDS = 40
 
 
-def log_cdf(servers: AnyServers, x: np.ndarray) -> np.ndarray:
+def log_cdf(servers: ServerLaws, x: np.ndarray) -> np.ndarray:
     """log F(x) of the max over each problem's servers; x has shape (B, K), servers (B, n)."""
     per_server = servers_log_cdf(servers, x)
     return np.sum(np.where(servers.mult[:, None, :] > 0,
                            servers.mult[:, None, :] * per_server, 0.0), axis=-1)
 
 
-def servers_log_cdf(servers: AnyServers, x: np.ndarray) -> np.ndarray:
+def servers_log_cdf(servers: ServerLaws, x: np.ndarray) -> np.ndarray:
     """(B, K, n) log F_k at x (B, K) for every server of every problem."""
     return servers.expand().log_cdf(x[:, :, None])
 
 
-def start_point(servers: AnyServers) -> np.ndarray:
+def start_point(servers: ServerLaws) -> np.ndarray:
     """x0 per problem: the largest dedicated time among used servers, seconds."""
     return np.max(np.where(servers.mult > 0, servers.t, 0.0), axis=-1)
 
 
-def tail_point(servers: AnyServers, epsilon: float = TAIL_EPSILON) -> np.ndarray:
+def tail_point(servers: ServerLaws, epsilon: float = TAIL_EPSILON) -> np.ndarray:
     """A point per problem past which 1 - F < epsilon (a union bound over servers)."""
     total = np.maximum(np.sum(servers.mult, axis=-1, keepdims=True), 1.0)
     upper = servers.upper_bound(epsilon / total)
     return np.max(np.where(servers.mult > 0, upper, 0.0), axis=-1)
 
 
-def _take(servers: AnyServers, owner: np.ndarray) -> AnyServers:
+def _take(servers: ServerLaws, owner: np.ndarray) -> ServerLaws:
     return servers.take(owner)
 
 
@@ -91,7 +91,7 @@ _QUANTILE_LOG_TOL = 1e-9
 _HEAD_SHARE = 1e-10
 
 
-def moments(servers: AnyServers, rel_tol: float = 1e-7) -> tuple[np.ndarray, np.ndarray, int]:
+def moments(servers: ServerLaws, rel_tol: float = 1e-7) -> tuple[np.ndarray, np.ndarray, int]:
     """(mean, variance, server evaluations) of T for each problem of a (B, n) batch.
 
     Relative accuracy ``rel_tol`` is asked of both the mean and the variance (the error
@@ -101,7 +101,7 @@ def moments(servers: AnyServers, rel_tol: float = 1e-7) -> tuple[np.ndarray, np.
     return mean, var, evaluations
 
 
-def moments_and_samples(servers: AnyServers, rel_tol: float = 1e-7
+def moments_and_samples(servers: ServerLaws, rel_tol: float = 1e-7
                         ) -> tuple[np.ndarray, np.ndarray, int, tuple[np.ndarray, np.ndarray]]:
     """``moments`` plus the (x, log F) points it evaluated, (B, K) each, for quantiles."""
     x0 = start_point(servers)
@@ -128,7 +128,7 @@ def moments_and_samples(servers: AnyServers, rel_tol: float = 1e-7
     return x0 + q_mean, var, evaluations, samples
 
 
-def _bracket(servers: AnyServers, x0: np.ndarray, span: np.ndarray
+def _bracket(servers: ServerLaws, x0: np.ndarray, span: np.ndarray
              ) -> tuple[tuple[np.ndarray, ...], int]:
     """Where 1 - F moves: (log y_a, log y_b, head integrals, head error) with y = x - x0.
 
@@ -163,14 +163,14 @@ def _bracket(servers: AnyServers, x0: np.ndarray, span: np.ndarray
     return bracket, (y_probe.size + len(x0)) * servers.t.shape[1]
 
 
-def _integrands(servers: AnyServers, x0: np.ndarray, u: np.ndarray
+def _integrands(servers: ServerLaws, x0: np.ndarray, u: np.ndarray
                 ) -> tuple[np.ndarray, np.ndarray]:
     """(1 - F) dy/du and y (1 - F) dy/du at log-offsets u (rows follow the problems)."""
     f0, f1, _, _ = _integrands_and_points(servers, x0, u)
     return f0, f1
 
 
-def _integrands_and_points(servers: AnyServers, x0: np.ndarray, u: np.ndarray
+def _integrands_and_points(servers: ServerLaws, x0: np.ndarray, u: np.ndarray
                            ) -> tuple[np.ndarray, ...]:
     y = np.exp(u)
     x = x0[:, None] + y
@@ -189,7 +189,7 @@ def _accept(x0: np.ndarray, q_mean: np.ndarray, q_square: np.ndarray, err_mean: 
     return (err_mean <= rel_tol * mean * share) & (err_var <= rel_tol * variance * share)
 
 
-def _clenshaw_curtis_body(servers: AnyServers, x0: np.ndarray, bracket: tuple[np.ndarray, ...],
+def _clenshaw_curtis_body(servers: ServerLaws, x0: np.ndarray, bracket: tuple[np.ndarray, ...],
                           rel_tol: float) -> tuple[Any, ...]:
     """Nested Clenshaw-Curtis in log y: 33 points checked by 17, then 65 checked by 33."""
     u_a, u_b, head_mean, head_square, head_err = bracket
@@ -228,7 +228,7 @@ def _cc_estimate(half: np.ndarray, head_mean: np.ndarray, head_square: np.ndarra
     return head_mean + body0, head_square + body1, err0, err1
 
 
-def _adaptive_body(servers: AnyServers, x0: np.ndarray, bracket: tuple[np.ndarray, ...],
+def _adaptive_body(servers: ServerLaws, x0: np.ndarray, bracket: tuple[np.ndarray, ...],
                    rel_tol: float) -> tuple[np.ndarray, np.ndarray, int]:
     """Adaptive Gauss-Kronrod over the bracket in log y, all problems' intervals at once."""
     u_a, u_b, head_mean, head_square, _ = bracket
@@ -272,7 +272,7 @@ def _adaptive_body(servers: AnyServers, x0: np.ndarray, bracket: tuple[np.ndarra
     return q_mean, q_square, evaluations
 
 
-def _residual(servers: AnyServers, x: np.ndarray, target: np.ndarray) -> np.ndarray:
+def _residual(servers: ServerLaws, x: np.ndarray, target: np.ndarray) -> np.ndarray:
     """log(-log p) - log(-log F(x)): increasing in x, -inf where F = 0, +inf where F = 1.
 
     The double log makes the max of many servers' CDF (Gumbel-like) nearly linear in x, so
@@ -282,7 +282,7 @@ def _residual(servers: AnyServers, x: np.ndarray, target: np.ndarray) -> np.ndar
         return target - np.log(-log_cdf(servers, x))
 
 
-def quantiles(servers: AnyServers, probs: np.ndarray, mean: np.ndarray, std: np.ndarray,
+def quantiles(servers: ServerLaws, probs: np.ndarray, mean: np.ndarray, std: np.ndarray,
               rel_tol: float = 1e-7,
               samples: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
     """(B, P) quantiles of T: the smallest x with F(x) >= p, by bracketed Illinois steps.

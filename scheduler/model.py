@@ -15,7 +15,7 @@ with G fitted to the exact conditional moments of U given S > 0.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import overload
+from typing import Protocol, overload
 
 import numpy as np
 
@@ -234,7 +234,30 @@ def _plain_vanishing(servers: Servers) -> Servers:
 
 
 AnyServers = Servers | MixtureServers
-"""What the completion-time integrals accept: plain servers or a backlog mixture."""
+"""A batch's servers as the model builds them: plain servers or a backlog mixture."""
+
+
+class ServerLaws(Protocol):
+    """What the completion-time integrals (:mod:`scheduler.completion`) read of a batch of
+    (B, n) servers: either kind above, or both side by side
+    (:class:`scheduler.compact_servers.SplitServers`)."""
+
+    @property
+    def t(self) -> np.ndarray: ...
+
+    @property
+    def q(self) -> np.ndarray: ...
+
+    @property
+    def mult(self) -> np.ndarray: ...
+
+    def log_cdf(self, x: np.ndarray) -> np.ndarray: ...
+
+    def upper_bound(self, epsilon: float) -> np.ndarray: ...
+
+    def take(self, rows: np.ndarray) -> ServerLaws: ...
+
+    def expand(self) -> ServerLaws: ...
 
 
 def build_servers(arrays: HostArrays, shares: np.ndarray, codes: np.ndarray,

@@ -302,9 +302,7 @@ class SetEvaluator:
             laws = build_servers(_gather(self.arrays, members[rows]), shares[rows],
                                  self.codes[members[rows]], mixture=True) if mixture else (
                 servers if rows.size == len(members) else servers.take(rows))
-            # (the integrals read a SplitServers as they read either kind)
-            model_mean, model_var, _ = completion.moments(
-                cast(Any, compacted(laws, split=True)), tol)
+            model_mean, model_var, _ = completion.moments(compacted(laws, split=True), tol)
             mean[rows], var[rows] = calibrated_moments(
                 laws, np.where(shares[rows] > 0, dedicated[rows], 0.0), factors[rows],
                 np.asarray(self.calibration.levels), model_mean, model_var,
