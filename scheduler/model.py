@@ -74,6 +74,14 @@ class Servers:
             value = np.log1p(-self.q * survival)
         return np.where(y >= 0, value, -np.inf)
 
+    def survival(self, x: np.ndarray) -> np.ndarray:
+        """1 - F(x) of each server type: q sf(x - t) from t on, 1 below it; x broadcasts
+        against the arrays."""
+        y = x - self.t
+        with np.errstate(divide="ignore", invalid="ignore"):
+            value = self.q * fits.sf(self.code, self.p1, self.p2, np.maximum(y, 0.0))
+        return np.where(y >= 0, value, 1.0)
+
     def upper_bound(self, epsilon: float | np.ndarray) -> np.ndarray:
         """A point past which each server's survival is below ``epsilon`` (seconds)."""
         need = self.q > epsilon
@@ -122,16 +130,19 @@ class MixtureServers:
 
     def log_cdf(self, x: np.ndarray) -> np.ndarray:
         """log of sum_j w_j F_j(x); survivals are summed directly where F is near 1."""
-        parts = self.parts.log_cdf(np.asarray(x, dtype=float)[..., None])
-        survival = np.sum(self.weight * -np.expm1(parts), axis=-1)
+        # each atom's survival q sf, not the exp of its log F: a log and an exp less for
+        # every atom at every point, where most of a mixture's time went
+        each = self.parts.survival(np.asarray(x, dtype=float)[..., None])
+        survival = np.sum(self.weight * each, axis=-1)
         with np.errstate(divide="ignore", invalid="ignore"):
             out = np.log1p(-np.minimum(survival, 1.0))
         # the log-sum-exp only where F is not near 1 (each point's arithmetic its own)
         far = ~(survival < 0.5)
         if far.any():
             with np.errstate(divide="ignore"):
-                log_weight = np.broadcast_to(np.log(self.weight), parts.shape)[far]
-            terms = parts[far] + log_weight
+                log_weight = np.broadcast_to(np.log(self.weight), each.shape)[far]
+                # log F_j, -inf before the atom's start (a survival of 1)
+                terms = np.log1p(-each[far]) + log_weight
             top = np.max(terms, axis=-1)
             finite = np.isfinite(top)
             safe_top = np.where(finite, top, 0.0)
