@@ -357,8 +357,14 @@ class SetEvaluator:
         # scale by a member that has work in both (with a backlog, water-filling can leave a
         # host with none)
         reference = members[np.argmax(np.minimum(full[members], inside[members]))]
-        scale = inside[reference] / full[reference] if full[reference] > 0 else 1.0
-        return (full * scale)[None, :]
+        if full[reference] > 0:
+            return (full * (inside[reference] / full[reference]))[None, :]
+        # no member has work in the whole pool's split (a set of hosts whose jobs running
+        # outlast it): the members keep their own shares, or the set would read as one
+        # without work (its score 0 / 0), and the others stay at the pool's scale
+        shares = full.copy()
+        shares[members] = inside[members]
+        return shares[None, :]
 
     def lower_bound(self, members: np.ndarray) -> np.ndarray:
         """max_k E[T_k] of each set: a bound below its criterion (free of integration)."""

@@ -164,3 +164,37 @@ def test_quantiles_never_fall_with_the_level_where_a_backlogs_atom_decides_them(
                          backlog=backlog, processes_per_host=1)
     values = [prediction.quantiles[name] for name in ("p50", "p90", "p95", "p99")]
     assert values == sorted(values)
+
+
+def test_a_mixtures_log_cdf_is_the_log_of_its_atoms_weighted_cdfs():
+    # against scipy.stats atom by atom: before each atom's start, across its delay law, and
+    # far past it, where the atoms' survivals are summed and those past 1e-30 left out
+    from scipy import stats
+
+    from scheduler.fits import LOGNORMAL
+    from scheduler.model import MixtureServers, Servers
+
+    t = np.array([[[100.0, 400.0, 1500.0], [50.0, 60.0, 70.0]]])
+    q = np.array([[[0.6, 0.3, 0.9], [1.0, 0.0, 0.5]]])
+    p1 = np.array([[[0.8, 1.2, 0.5], [2.0, 1.0, 0.3]]])
+    p2 = np.log(np.array([[[50.0, 300.0, 20.0], [5.0, 10.0, 40.0]]]))
+    weight = np.array([[[0.5, 0.3, 0.2], [0.2, 0.5, 0.3]]])
+    mixture = MixtureServers(Servers(t=t, q=q, code=np.full(t.shape, LOGNORMAL), p1=p1, p2=p2,
+                                     mult=np.ones((1, 2))), weight, np.ones((1, 2)))
+    x = np.geomspace(10.0, 1e8, 400)
+    got = mixture.log_cdf(x[None, :, None])[0]  # (points, servers)
+    for k in range(2):
+        delay = np.clip(x[:, None] - t[0, k], 0.0, None)
+        survival = np.where(x[:, None] < t[0, k], 1.0, q[0, k] * stats.lognorm.sf(
+            delay, p1[0, k], scale=np.exp(p2[0, k])))
+        expected_survival = survival @ weight[0, k]
+        cdf = 1.0 - expected_survival
+        started = x >= t[0, k].min()
+        assert np.all(got[~started, k] == -np.inf)
+        assert np.exp(got[started, k]) == pytest.approx(cdf[started], rel=1e-12, abs=1e-300)
+        # the upper tail is read through the survival, to its own relative precision
+        tail = started & (expected_survival < 0.5) & (expected_survival > 1e-25)
+        assert tail.sum() > 100
+        assert -np.expm1(got[tail, k]) == pytest.approx(expected_survival[tail], rel=1e-9)
+        done = started & (expected_survival < 1e-30)
+        assert (got[done, k] <= 0.0).all() and (got[done, k] >= -1e-29).all()

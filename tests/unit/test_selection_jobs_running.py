@@ -159,3 +159,21 @@ def test_a_batch_without_its_padding_has_the_same_law():
                             completion.moments(compact, 1e-7)[:2]):
             assert now == pytest.approx(was, rel=1e-9)
     assert isinstance(compacted(padded, split=True), SplitServers)
+
+
+def test_a_set_of_a_host_whose_job_outlasts_the_pools_split_keeps_its_share():
+    # the whole pool finishes before the host's job does: it gets no work there, and the
+    # set of it alone had read as a set without work (every score 0 / 0, NaN)
+    hosts = [Host(f"h{k}", lam=1e-3, mu=1 / 60.0, sigma=60.0, rho=0.06, tau=1.0, cores=1)
+             for k in range(4)]
+    backlog = {h.name: Backlog.idle() for h in hosts}
+    backlog["h3"] = Backlog.exact([20_000.0])
+    work = 4 * 3600.0
+    evaluator = SetEvaluator(_arrays(hosts, backlog), work, "lognormal", "equal-mean")
+    full = _partition(evaluator.arrays, work, "equal-mean")
+    assert full[3] == 0.0  # the premise
+    servers = evaluator.every_host_servers(np.array([3]))
+    assert servers.mult[0, 3] > 0 and servers.t[0, 3] > 20_000.0
+    with np.errstate(invalid="raise"):
+        damage = damage_per_share(evaluator, np.array([3]), calibrated=False)
+    assert not np.isnan(damage).any()
