@@ -80,6 +80,12 @@ class Servers:
         arrays. Only the points between are evaluated."""
         y = x - self.t
         shape = y.shape
+        if self.t.size * _POINTS_PER_BOUND > y.size:
+            # a law per point (a caller's runs of points, each with its servers repeated):
+            # a bound per point would cost what the points do
+            with np.errstate(divide="ignore", invalid="ignore"):
+                value = self.q * fits.sf(self.code, self.p1, self.p2, np.maximum(y, 0.0))
+            return np.where(y >= 0, value, 1.0)
         # a server's law is evaluated only on its own stretch: a backlog mixture's atoms
         # each finish at their own time, and most of a batch's (point, atom) pairs lie
         # before an atom's start or past its end (60% past it in a schedule's batches)
@@ -122,6 +128,9 @@ _FIELDS = ("t", "q", "code", "p1", "p2", "mult")
 # of it move the sum by 1e-29, under a rounding of any survival a quantile or an integral
 # reads (those below 1e-20 leave exp(mult log F) at 1 for any mult up to 5,000).
 NEGLIGIBLE_SURVIVAL = 1e-30
+# Servers.survival bounds each server's stretch when its laws are shared by at least this
+# many points each
+_POINTS_PER_BOUND = 4
 
 
 @dataclass(frozen=True)

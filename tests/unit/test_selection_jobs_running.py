@@ -13,7 +13,7 @@ import pytest
 from test_selection_calibrated import random_calibration, served_criterion
 from test_selection_search import mixed_pool
 
-from scheduler import Backlog, Host, completion, schedule
+from scheduler import Backlog, Host, TooManyHostsError, completion, schedule
 from scheduler.compact_servers import SplitServers, compacted
 from scheduler.model import build_servers
 from scheduler.partitioning import _partition
@@ -177,3 +177,21 @@ def test_a_set_of_a_host_whose_job_outlasts_the_pools_split_keeps_its_share():
     with np.errstate(invalid="raise"):
         damage = damage_per_share(evaluator, np.array([3]), calibrated=False)
     assert not np.isnan(damage).any()
+
+
+def test_optimal_with_jobs_running_refuses_more_than_16_candidates_and_says_why():
+    # each set's law a mixture over the jobs' remaining demands: 79 s of CPU at 20 hosts
+    hosts, work, backlog, _ = _busy_pool(4, 17)
+    with pytest.raises(TooManyHostsError) as refused:
+        schedule(hosts, work, "optimal", backlog=backlog)
+    message = str(refused.value)
+    assert "limit is 16" in message and "jobs running at launch" in message
+    assert "use auto" in message and "optimal_max_hosts" not in message
+    # a steady state holds no job: its moment fit keeps the configured limit
+    steady = {h.name: Backlog.steady_state() for h in hosts}
+    with pytest.raises(TooManyHostsError) as configured:
+        schedule(hosts, work, "optimal", backlog=steady, max_optimal_hosts=16)
+    assert "raise optimal_max_hosts" in str(configured.value)
+    sixteen = hosts[:16]
+    plan = schedule(sixteen, work, "optimal", backlog={h.name: backlog[h.name] for h in sixteen})
+    assert plan.method == "optimal"
