@@ -69,6 +69,11 @@ def _partition(arrays: HostArrays, work: float | np.ndarray, method: str,
         work * weighted / totals)
 
 
+# equal-mean shares with a backlog sum to the work within this (relative); further off they
+# are rescaled (alpha - level cancelled)
+_SUM_TOLERANCE = 1e-9
+
+
 def _equal_mean_with_backlog(arrays: HostArrays, work: float | np.ndarray,
                              mask: np.ndarray | None) -> np.ndarray:
     """Shares giving every host the same mean completion alpha including its backlog.
@@ -96,7 +101,22 @@ def _equal_mean_with_backlog(arrays: HostArrays, work: float | np.ndarray,
     last = np.sum(at_level < work[..., None], axis=-1, keepdims=True) - 1
     alpha = ((work[..., None] + np.take_along_axis(total_level, last, axis=-1))
              / np.take_along_axis(total_capacity, last, axis=-1))
-    return capacity * np.maximum(alpha - level, 0.0)
+    shares = capacity * np.maximum(alpha - level, 0.0)
+    total = shares.sum(axis=-1, keepdims=True)
+    wanted = work[..., None]
+    lost = ~(np.abs(total - wanted) <= _SUM_TOLERANCE * wanted)
+    if lost.any():
+        # W far below a backlog's rounding (a share of 1e-15 s beside a job of 35 s): alpha
+        # - level cancels, and the shares had lost their sum, or all of it (no host left to
+        # run the task). The water line then sits at the lowest backlog: the work goes to
+        # the hosts there, by capacity.
+        lowest = (level <= np.min(level, axis=-1, keepdims=True)) & (capacity > 0)
+        fallback = np.where(lowest, capacity, 0.0)
+        fallback = wanted * fallback / fallback.sum(axis=-1, keepdims=True)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            rescaled = shares * (wanted / total)
+        shares = np.where(lost, np.where(total > 0, rescaled, fallback), shares)
+    return shares
 
 
 def whole_units(shares: np.ndarray, units: int) -> np.ndarray:

@@ -198,3 +198,21 @@ def test_a_mixtures_log_cdf_is_the_log_of_its_atoms_weighted_cdfs():
         assert -np.expm1(got[tail, k]) == pytest.approx(expected_survival[tail], rel=1e-9)
         done = started & (expected_survival < 1e-30)
         assert (got[done, k] <= 0.0).all() and (got[done, k] >= -1e-29).all()
+
+
+def test_a_task_far_below_a_backlogs_rounding_still_gets_its_host():
+    # alpha - level cancelled to 0: the only host had no work, and predict and schedule
+    # raised ValueError / IndexError instead of answering
+    quiet = Host("ws1", lam=0.0, mu=0.001, sigma=0.0, rho=0.0, tau=1.0, cores=1)
+    for work in (1e-15, 1e-12):
+        prediction = predict([quiet], work, backlog=[Backlog.exact([35.57])])
+        assert prediction.shares.tolist() == [work]
+        assert prediction.mean == pytest.approx(35.57 + work, rel=1e-15)
+    busy = [host("a"), host("b", tau=2.0), host("c", tau=3.0)]
+    states = [Backlog.exact([35.57]), Backlog.steady_state(), Backlog.steady_state()]
+    prediction = predict(busy, 1e-15, backlog=states)
+    assert prediction.shares.sum() == pytest.approx(1e-15, rel=1e-12)
+    assert (prediction.shares >= 0).all() and prediction.shares[0] == 0.0
+    plan = schedule(busy, 1e-15, backlog=states)
+    assert plan.prediction.shares.sum() == pytest.approx(1e-15, rel=1e-12)
+    assert np.isfinite(plan.prediction.mean)
