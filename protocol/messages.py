@@ -8,9 +8,9 @@ or nil; ``to_dict`` leaves them out when they are None.
 
 Agent -> manager (each carries ``request_id``, echoed by the reply):
 
-- ``hello``: host_id, hostname, os, agent_version (str); cores (int >= 1); tau (float > 0);
-  simulated (bool, optional); replay_zero_epoch_seconds (float, optional, version 2: the
-  epoch that log time 0 of a replayed host is mapped to).
+- ``hello``: host_id, hostname, os, agent_version (str); cores (int >= 1); tau (float in
+  [1e-6, 1e6]); simulated (bool, optional); replay_zero_epoch_seconds (float, optional,
+  version 2: the epoch that log time 0 of a replayed host is mapped to).
 - ``measurements``: host_id (str); measurements (list of 1..max_batch_measurements maps, see
   ``Measurement``), sequence numbers distinct within the batch.
 - ``heartbeat``: host_id (str); sent_epoch_seconds (float >= 0, agent's clock);
@@ -69,6 +69,9 @@ MAX_CORES = 1 << 20
 # Sum of one interval's finished jobs' CPU seconds; far above any real value, low enough that
 # squaring it cannot overflow a float in the consistency check.
 MAX_CPU_SECONDS_SUM = 1e15
+# A host's speed relative to the reference machine: within a million times either way, as
+# the scheduler's hosts take it (a tau of 1e308 stored, every query about the host failed)
+TAU_RANGE = (1e-6, 1e6)
 # Relative slack for rounding when comparing sums of squares against squared sums.
 _ROUNDING = 1e-9
 
@@ -192,7 +195,7 @@ class Hello(Message):
         "host_id": Field(text),
         "hostname": Field(text),
         "cores": Field(whole(1, MAX_CORES)),
-        "tau": Field(real(0.0, low_open=True)),
+        "tau": Field(real(*TAU_RANGE)),
         "os": Field(text),
         "agent_version": Field(text),
         "simulated": Field(boolean, required=False),
@@ -234,7 +237,7 @@ class Measurement:
         "end_epoch_seconds": Field(real()),
         "lam_per_second": Field(real()),
         "rho": Field(real(0.0, 1.0)),
-        "tau": Field(real(0.0, low_open=True), required=False),
+        "tau": Field(real(*TAU_RANGE), required=False),
         "service_count": Field(whole()),
         "service_cpu_seconds_sum": Field(real(0.0, MAX_CPU_SECONDS_SUM)),
         "service_cpu_seconds_sum_squares": Field(real()),

@@ -21,6 +21,9 @@ MAX_DEMAND_SECONDS = 1e12
 # 1e-178 beside an arrival an hour or two was 1e-175 s, whose square underflows: every
 # fit of the demand law read NaN.
 MIN_DEMAND_SECONDS = 1e-6
+# A host's speed relative to the reference machine, within a million times either way: a tau
+# of 1e308 made its capacity overflow, its equal-mean share read inf.
+MAX_SPEED_RATIO = 1e6
 
 
 def utilisation_law_mu(lam_per_second: float, rho: float, cores: int = 1) -> float:
@@ -105,9 +108,11 @@ class Host:
             raise InvalidHostError(
                 f"host {name!r}: rho must be in [0, 1), got {rho!r}", field="rho", value=rho
             )
-        if tau <= 0:
+        if not 1 / MAX_SPEED_RATIO <= tau <= MAX_SPEED_RATIO:
             raise InvalidHostError(
-                f"host {name!r}: tau must be > 0, got {tau!r}", field="tau", value=tau
+                f"host {name!r}: tau must be in [{1 / MAX_SPEED_RATIO:g}, "
+                f"{MAX_SPEED_RATIO:g}] (speed relative to the reference machine), got {tau!r}",
+                field="tau", value=tau
             )
         if isinstance(self.cores, bool) or not isinstance(self.cores, (int, np.integer)):
             raise InvalidHostError(

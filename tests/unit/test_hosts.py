@@ -33,6 +33,9 @@ def make(**changes):
         ("lam", 1e308),
         ("mu", 1e-308),
         ("sigma", 1e200),
+        # a capacity of 1e308 overflowed the equal-mean split to inf
+        ("tau", 1e308),
+        ("tau", 1e-9),
     ],
 )
 def test_bad_field_is_named(field, value):
