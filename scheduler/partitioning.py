@@ -12,16 +12,28 @@ from scheduler.errors import InvalidArgumentError
 from scheduler.hosts import Host, HostArrays
 
 
+# A task's work, reference-CPU-seconds: from a microsecond (the shortest local demand a host
+# is given) to 31.7 million years. Past it the model's delay moments overflow (1e300 s read
+# NaN, and `ghs predict --json` could not print it).
+MIN_WORK_SECONDS = 1e-6
+MAX_WORK_SECONDS = 1e15
+
+
 def check_work(work: float) -> float:
-    """``work`` as a positive finite float (reference-CPU-seconds), or InvalidArgumentError."""
+    """``work`` as a float in [MIN_WORK_SECONDS, MAX_WORK_SECONDS] (reference-CPU-seconds),
+    or InvalidArgumentError."""
     try:
         value = float(work)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         raise InvalidArgumentError(f"work must be a number of seconds, got {work!r}",
                                    field="work", value=work) from None
     if not math.isfinite(value) or value <= 0:
         raise InvalidArgumentError(f"work must be positive and finite, got {work!r}",
                                    field="work", value=work)
+    if not MIN_WORK_SECONDS <= value <= MAX_WORK_SECONDS:
+        raise InvalidArgumentError(
+            f"work must be in [{MIN_WORK_SECONDS:g}, {MAX_WORK_SECONDS:g}] "
+            f"reference-CPU-seconds, got {work!r}", field="work", value=work)
     return value
 
 

@@ -203,16 +203,17 @@ def test_a_mixtures_log_cdf_is_the_log_of_its_atoms_weighted_cdfs():
 def test_a_task_far_below_a_backlogs_rounding_still_gets_its_host():
     # alpha - level cancelled to 0: the only host had no work, and predict and schedule
     # raised ValueError / IndexError instead of answering
+    # (a microsecond of work beside a job of 1e10 s, whose rounding is 2e-6 s)
     quiet = Host("ws1", lam=0.0, mu=0.001, sigma=0.0, rho=0.0, tau=1.0, cores=1)
-    for work in (1e-15, 1e-12):
-        prediction = predict([quiet], work, backlog=[Backlog.exact([35.57])])
+    for work, job in ((1e-6, 1e10), (2e-6, 3.5e10)):
+        prediction = predict([quiet], work, backlog=[Backlog.exact([job])])
         assert prediction.shares.tolist() == [work]
-        assert prediction.mean == pytest.approx(35.57 + work, rel=1e-15)
+        assert prediction.mean == pytest.approx(job + work, rel=1e-15)
     busy = [host("a"), host("b", tau=2.0), host("c", tau=3.0)]
-    states = [Backlog.exact([35.57]), Backlog.steady_state(), Backlog.steady_state()]
-    prediction = predict(busy, 1e-15, backlog=states)
-    assert prediction.shares.sum() == pytest.approx(1e-15, rel=1e-12)
-    assert (prediction.shares >= 0).all() and prediction.shares[0] == 0.0
-    plan = schedule(busy, 1e-15, backlog=states)
-    assert plan.prediction.shares.sum() == pytest.approx(1e-15, rel=1e-12)
+    states = [Backlog.exact([1e10]), Backlog.exact([1e10]), Backlog.exact([1e10])]
+    prediction = predict(busy, 1e-6, backlog=states)
+    assert prediction.shares.sum() == pytest.approx(1e-6, rel=1e-12)
+    assert (prediction.shares >= 0).all()
+    plan = schedule(busy, 1e-6, backlog=states)
+    assert plan.prediction.shares.sum() == pytest.approx(1e-6, rel=1e-12)
     assert np.isfinite(plan.prediction.mean)

@@ -83,6 +83,9 @@ def test_partitions_sum_to_the_work_and_equal_mean_equalises_means():
         (lambda: predict([host()], 0.0), "work"),
         (lambda: predict([host()], -5.0), "work"),
         (lambda: predict([host()], float("nan")), "work"),
+        # past any task: the delay moments overflowed and the prediction read NaN
+        (lambda: predict([host()], 1e300), "work"),
+        (lambda: predict([host()], 1e-300), "work"),
         (lambda: predict([host()], 10.0, "normal"), "dist"),
         (lambda: predict([host()], 10.0, partition="random"), "partition"),
         (lambda: predict([], 10.0), "hosts"),
