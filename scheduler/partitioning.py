@@ -11,7 +11,6 @@ from scheduler.choices import PARTITIONS
 from scheduler.errors import InvalidArgumentError
 from scheduler.hosts import Host, HostArrays
 
-
 # A task's work, reference-CPU-seconds: from a microsecond (the shortest local demand a host
 # is given) to 31.7 million years. Past it the model's delay moments overflow (1e300 s read
 # NaN, and `ghs predict --json` could not print it).
