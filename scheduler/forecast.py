@@ -48,6 +48,7 @@ from typing import Any
 import numpy as np
 
 from scheduler.errors import InvalidArgumentError
+from scheduler.folded_windows import folded_window_means
 from scheduler.forecasters import (
     DEFAULT_FORECASTER,
     FORECASTERS,
@@ -60,6 +61,9 @@ from scheduler.row_state import RowState, check_hosts
 
 # Forecasts wait to be scored until their window ends: the longest class plus one boundary.
 _PENDING_SLOTS = WINDOW_CLASSES_BINS[-1] + 1
+# a window longer than the newest bin's lead and this many weeks is folded onto one week
+# (scheduler.folded_windows); shorter ones are summed bin by bin, as they always were
+_FOLD_PAST_PERIODS = 3
 _DAY_AVG, _LAST, _HOD, _HOW, _KALMAN, _TENDENCY = range(len(FORECASTERS))
 _STATE_FIELDS = ("next_bin", "ring", "last_value", "max_value", "level", "level_var",
                  "diff_sq", "diff_lag", "last_diff", "diff_count", "step_up", "step_down",
@@ -180,12 +184,32 @@ class ForecastBank(RowState):
         shifted = launch + self.settings.utc_offset_seconds
         first = np.floor(shifted / bs).astype(np.int64)
         horizons = [math.floor(float(np.max((shifted + d) / bs - first))) + 1 for d in durations]
+        # past the newest bin every path repeats with the week: a window much longer is read
+        # from its first bins and one week (scheduler.folded_windows)
+        period = 7 * self.settings.bins_per_day
+        newest = np.where(self.next_bin[idx] >= 0, self.next_bin[idx], first)
+        lead = int(max(np.max(newest - first, initial=0), 0))
+        folded = max(horizons, default=1) > lead + _FOLD_PAST_PERIODS * period
         # a shorter window's paths are the first bins of the longest one's
-        paths = self._paths(idx, first, max(horizons, default=1))
-        return [self._window_forecast(idx, shifted, first, paths, horizon, float(duration))
+        paths = self._paths(idx, first, lead + period if folded else max(horizons, default=1))
+        return [self._folded_forecast(idx, shifted, first, paths, lead, period, duration)
+                if folded and horizon > lead + period else
+                self._window_forecast(idx, shifted, first, paths, horizon, float(duration))
                 if np.ndim(duration) == 0 else
                 self._rows_window_forecast(idx, shifted, first, paths, duration)
                 for horizon, duration in zip(horizons, durations)]
+
+    def _folded_forecast(self, idx: np.ndarray, shifted: np.ndarray, first: np.ndarray,
+                         paths: np.ndarray, lead: int, period: int, duration: Any
+                         ) -> WindowForecast:
+        """A window past the paths' first ``lead`` bins and a period, read as whole periods
+        of them (one length, or one per row)."""
+        bs = self.settings.bin_seconds
+        lengths = np.broadcast_to(np.asarray(duration, dtype=float), idx.shape)
+        values = folded_window_means(paths, shifted / bs - first, lengths / bs, lead, period)
+        unique, which = np.unique(lengths, return_inverse=True)
+        c = np.array([self._window_class(float(length)) for length in unique])[which.ravel()]
+        return self._chosen(idx, values, c if np.ndim(duration) else int(c[0]))
 
     def _rows_window_forecast(self, idx: np.ndarray, shifted: np.ndarray, first: np.ndarray,
                               paths: np.ndarray, durations: np.ndarray) -> WindowForecast:

@@ -253,3 +253,26 @@ def test_pushing_out_of_order_is_refused():
     with pytest.raises(InvalidArgumentError) as info:
         bank.push([0], 9, [0.3])
     assert info.value.field == "bin_indices"
+
+
+@pytest.mark.parametrize("launch_hours, days", [(9 * 24, 30), (9 * 24 + 0.37, 61.3),
+                                                (7 * 24 + 5.5, 25)])
+def test_a_window_of_weeks_is_read_folded_onto_one_week(monkeypatch, launch_hours, days):
+    # a window of 1e12 s over six hosts had a manager allocate terabytes, bin by bin
+    import scheduler.forecast as forecast_module
+    rng = np.random.default_rng(7)
+    bank = ForecastBank(3)
+    series = _cyclic(rng, 9 * 24) * rng.uniform(0.6, 1.4, 9 * 24)
+    for k, value in enumerate(series):
+        bank.push([0, 1], FIRST_BIN + k, [value, 2.0 * value])
+    launch = (FIRST_BIN + launch_hours) * HOUR  # the last case before the newest bin
+    durations = [days * 24 * HOUR, np.array([days, days * 1.3, days * 2.1]) * 24 * HOUR]
+    folded = bank.forecast_windows([0, 1, 2], launch, durations)
+    monkeypatch.setattr(forecast_module, "_FOLD_PAST_PERIODS", 10**9)
+    by_bin = bank.forecast_windows([0, 1, 2], launch, durations)
+    for one, two in zip(folded, by_bin):
+        np.testing.assert_allclose(one.values[:2], two.values[:2], rtol=1e-12)
+        assert one.forecaster == two.forecaster and np.isnan(one.value[2])
+    monkeypatch.undo()
+    far = bank.forecast([0, 1], launch, 1e15)
+    assert np.isfinite(far.values).all()
