@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from scheduler.errors import InvalidArgumentError
+
 
 def folded_window_means(paths: np.ndarray, offset_bins: np.ndarray, length_bins: np.ndarray,
                         lead: int, period: int) -> np.ndarray:
@@ -21,8 +23,9 @@ def folded_window_means(paths: np.ndarray, offset_bins: np.ndarray, length_bins:
     period, which repeats."""
     rows, _, size = paths.shape
     if size != lead + period:
-        raise ValueError(f"paths must hold lead + period = {lead + period} bins, got {size}")
-    cumulative = np.concatenate([np.zeros(paths.shape[:2] + (1,)), np.cumsum(paths, axis=2)],
+        raise InvalidArgumentError(f"paths must hold lead + period = {lead + period} bins, "
+                                   f"got {size}", field="paths", value=size)
+    cumulative = np.concatenate([np.zeros((*paths.shape[:2], 1)), np.cumsum(paths, axis=2)],
                                 axis=2)
     whole = cumulative[:, :, lead + period] - cumulative[:, :, lead]
     every = np.arange(rows)
