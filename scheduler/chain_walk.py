@@ -14,12 +14,16 @@ from scheduler.errors import InvalidArgumentError
 
 _BLOCK_ELEMENTS = 1 << 20  # gap/demand draws held at once, bounds memory of a block
 _MIN_STEPS, _MAX_STEPS = 8, 64
-# A run whose remote work could not finish before this many local arrivals, even if no more
-# came than while it clears its start backlog and its own work, is refused at once: a walk
-# that long takes minutes to hours (a sigma of 1e9 s on a mean of 10 s put a warm start's
-# backlog near 1e15 s and the walk did not end). Legitimate runs are far below it (a 128 h
-# task at 0.1 arrivals/s: 46,000).
-_MAX_ARRIVALS_PER_RUN = 1e6
+# A run whose remote work could not finish before this many local arrivals (those while it
+# clears its start backlog and its own work, stretched by the jobs that arrive meanwhile) is
+# refused at once: the walk steps arrival by arrival, the slowest run last, and one at
+# utilisation 0.999 expecting 3.6e5 took 73 s over 10 runs (a sigma of 1e9 s on a mean of
+# 10 s put a warm start's backlog near 1e15 s and the walk did not end). Legitimate runs
+# are below it (a 128 h task at 0.1 arrivals/s and utilisation 0.5: 92,000).
+_MAX_ARRIVALS_PER_RUN = 2e5
+# ... and every run together, at some 10 million arrivals a second of CPU: a host at
+# utilisation 0.999 and the default 4,000 runs would have met 1.4e9 (hours)
+_MAX_ARRIVALS_IN_ALL = 3e8
 
 
 def _draw_block(rng, inv_rate, group, laws, steps) -> tuple[np.ndarray, np.ndarray]:
@@ -55,23 +59,33 @@ def time_to_free(load: np.ndarray, need: np.ndarray) -> np.ndarray:
 
 
 def check_walk(load: np.ndarray, need: np.ndarray, inv_rate: np.ndarray, group: np.ndarray,
-                names: list[str]) -> None:
+                names: list[str], utilisation: np.ndarray) -> None:
     """Refuse chains that would meet over _MAX_ARRIVALS_PER_RUN local arrivals before they
-    could finish: the time to clear their start ``load`` (chains, cores; sorted) and ``need``
-    if nothing more arrived, over the mean gap ``inv_rate`` (seconds). ``group`` indexes
-    ``names``, the hosts of the chains."""
+    could finish, or over _MAX_ARRIVALS_IN_ALL together: the time to clear their start
+    ``load`` (chains, cores; sorted) and ``need``, stretched by the local jobs that arrive
+    meanwhile (1 / (1 - ``utilisation``), each chain's local load per core, < 1), over the
+    mean gap ``inv_rate`` (seconds). ``group`` indexes ``names``, the hosts of the chains."""
     walked = (need > 0) & np.isfinite(inv_rate)
     if not walked.any():
         return
-    arrivals = time_to_free(load[walked], need[walked]) / inv_rate[walked]
+    arrivals = (time_to_free(load[walked], need[walked]) / inv_rate[walked]
+                / (1.0 - utilisation[walked]))
     worst = int(np.argmax(arrivals))
+    name = names[int(group[walked][worst])]
     if arrivals[worst] > _MAX_ARRIVALS_PER_RUN:
-        name = names[int(group[walked][worst])]
         raise InvalidArgumentError(
-            f"host {name!r}: a run would meet at least {arrivals[worst]:.3g} local arrivals "
+            f"host {name!r}: a run would meet some {arrivals[worst]:.3g} local arrivals "
             f"before its share could finish (over {_MAX_ARRIVALS_PER_RUN:.0e}; its local work "
-            f"at launch up to {float(load[walked][worst].max()):.3g} s): too long to "
-            "simulate; check its lam, mu and sigma", field="hosts", value=name)
+            f"at launch up to {float(load[walked][worst].max()):.3g} s, utilisation "
+            f"{float(utilisation[walked][worst]):.3g}): too long to simulate; check its lam, "
+            "mu and sigma", field="hosts", value=name)
+    total = float(arrivals.sum())
+    if total > _MAX_ARRIVALS_IN_ALL:
+        raise InvalidArgumentError(
+            f"the runs would meet some {total:.3g} local arrivals in all (over "
+            f"{_MAX_ARRIVALS_IN_ALL:.0e}, minutes to hours; host {name!r} the most, at "
+            f"utilisation {float(utilisation[walked][worst]):.3g}): simulate fewer runs or "
+            "a shorter task", field="runs", value=total)
 
 
 def walk(load, need, inv_rate, group, laws, rng) -> tuple[np.ndarray, np.ndarray]:

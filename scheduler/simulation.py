@@ -254,7 +254,8 @@ def _simulate_partitioned(hosts, share, demands, used, warm, rng, finish, hits,
         return
     chains = (np.concatenate(start)[:, None], np.concatenate(need), np.concatenate(inv_rate),
               np.concatenate(group))
-    check_walk(*chains, [hosts[k].name for k in used])
+    check_walk(*chains, [hosts[k].name for k in used],
+               _utilisation(hosts, demands, used)[chains[3]])
     elapsed, count = walk(*chains, [demands[k] for k in used], rng)
     offset = 0
     for k in used:
@@ -278,11 +279,18 @@ def _simulate_shared(hosts, share, demands, batch, width, warm, rng, finish, hit
         horizon = np.repeat([_warm_up_seconds(hosts[k], demands[k]) for k in batch], runs)
         start = warm_up(horizon, width, inv_rate, group, laws, rng)
     start = np.sort(start + np.concatenate([state[k] for k in batch]), axis=1)
-    check_walk(start, need, inv_rate, group, [hosts[k].name for k in batch])
+    check_walk(start, need, inv_rate, group, [hosts[k].name for k in batch],
+               _utilisation(hosts, demands, batch)[group])
     elapsed, count = walk(start, need, inv_rate, group, laws, rng)
     for g, k in enumerate(batch):
         finish[:, k] = elapsed[g * runs:(g + 1) * runs]
         hits[:, k] = count[g * runs:(g + 1) * runs]
+
+
+def _utilisation(hosts: Sequence[Host], demands: Sequence[Demand], chosen: Sequence[int]
+                 ) -> np.ndarray:
+    """Local load per core, lam * mean demand / cores, of the ``chosen`` hosts."""
+    return np.array([hosts[k].lam * demands[k].mean_seconds / hosts[k].cores for k in chosen])
 
 
 def _warm_up_seconds(host: Host, law: Demand) -> float:

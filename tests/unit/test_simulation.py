@@ -329,10 +329,25 @@ def test_a_run_too_long_to_walk_is_refused_at_once_naming_the_host():
     # a warm start's backlog near 1e16 s (sigma 1e9 s on a mean of 10 s): the walk never ended
     hosts = [Host("calm", lam=0.01, mu=0.1, sigma=10.0, rho=0.1),
              Host("wild", lam=0.01, mu=0.1, sigma=1e9, rho=0.1)]
-    with pytest.raises(InvalidArgumentError, match=r"host 'wild': a run would meet at least"):
+    with pytest.raises(InvalidArgumentError, match=r"host 'wild': a run would meet some"):
         simulate(hosts, [3600.0, 3600.0], runs=200, rng=np.random.default_rng(1),
                  service="lognormal", warm=True)
     # the same host started idle needs only its own hour, and is walked
     result = simulate(hosts, [3600.0, 3600.0], runs=200, rng=np.random.default_rng(1),
                       service="lognormal")
+    assert np.isfinite(result.completion_seconds).all()
+
+
+def test_a_host_near_saturation_is_refused_by_the_arrivals_its_jobs_bring_meanwhile():
+    # at utilisation 0.999 a run lasts 1,000 times its work: the check had counted the
+    # arrivals of the work alone (360 a run), and the default 4,000 runs went on for hours
+    busy = Host("busy", lam=0.0999, mu=0.1, sigma=10.0, rho=0.999)
+    with pytest.raises(InvalidArgumentError, match=r"host 'busy'.*utilisation 0.999"):
+        simulate([busy], [3600.0], runs=10, rng=np.random.default_rng(1))
+    # and many runs of a host that each could be walked: refused together, naming the runs
+    loaded = Host("loaded", lam=0.099, mu=0.1, sigma=10.0, rho=0.99)
+    with pytest.raises(InvalidArgumentError) as together:
+        simulate([loaded], [3600.0], runs=100_000, rng=np.random.default_rng(1))
+    assert together.value.field == "runs" and "fewer runs" in str(together.value)
+    result = simulate([loaded], [3600.0], runs=100, rng=np.random.default_rng(1))
     assert np.isfinite(result.completion_seconds).all()
