@@ -32,7 +32,6 @@ def make(**changes):
         # finite, yet past any workstation: the model's moments overflowed to NaN
         ("lam", 1e308),
         ("mu", 1e-308),
-        ("mu", 1e308),
         ("sigma", 1e200),
         # a capacity of 1e308 overflowed the equal-mean split to inf
         ("tau", 1e308),
