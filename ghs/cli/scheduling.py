@@ -8,8 +8,8 @@ from ghs import planning, render
 from ghs.answers import Answer
 from ghs.cli.common import (
     DURATION,
-    POSITIVE_DURATION,
     SEED,
+    DurationType,
     asking,
     config_from,
     console,
@@ -23,8 +23,12 @@ from ghs.config import DISTRIBUTIONS, METHODS, PARTITIONS
 from ghs.errors import HostFileError
 from ghs.hostfile import HostList, load_hosts
 from ghs.remote import open_client
+from scheduler.partitioning import MAX_WORK_SECONDS, MIN_WORK_SECONDS
 from scheduler.simulation import CORES_MODES
 from scheduler.workload import DEMAND_KINDS
+
+# the scheduler's range of a task's work, refused by the flag's name before any host is read
+WORK_DURATION = DurationType(MIN_WORK_SECONDS, MAX_WORK_SECONDS)
 
 
 def _host_options(function):
@@ -36,7 +40,7 @@ def _host_options(function):
     function = click.option("--manager", "endpoint", default=None, envvar="GHS_MANAGER",
                             help="Ask this manager (or GHS_MANAGER, or config) when no "
                                  "--hosts-file is given.")(function)
-    function = click.option("--work", type=POSITIVE_DURATION, required=True,
+    function = click.option("--work", type=WORK_DURATION, required=True,
                             help="Task size in reference-CPU-seconds: 90, 30m, 8h, 2d.")(function)
     return function
 

@@ -82,7 +82,11 @@ def test_saturated_hosts_are_reported(tmp_path):
     ("args", "message"),
     [
         (["predict", "--hosts-file", "missing.json", "--work", "1h"], "does not exist"),
-        (["predict", "--hosts-file", EXAMPLE, "--work", "0"], "outside the allowed range (0 s"),
+        (["predict", "--hosts-file", EXAMPLE, "--work", "0"],
+         "outside the allowed range [1e-06 s, 1e+15 s]"),
+        # past any task: the model's moments overflowed and --json could not print the NaN
+        (["predict", "--hosts-file", EXAMPLE, "--work", "1e300s", "--json"],
+         "outside the allowed range [1e-06 s, 1e+15 s]"),
         (["predict", "--hosts-file", EXAMPLE, "--work", "-5h"], "outside the allowed range"),
         (["predict", "--hosts-file", EXAMPLE, "--work", "soon"], "cannot parse"),
         # the flag as typed, not the parameter's name ("works")
