@@ -126,8 +126,7 @@ def _equal_mean_with_backlog(arrays: HostArrays, work: float | np.ndarray,
         fallback = wanted * fallback / fallback.sum(axis=-1, keepdims=True)
         with np.errstate(invalid="ignore", divide="ignore"):
             rescaled = shares * (wanted / total)
-        usable = np.isfinite(total) & (total > 0)  # (inf: a capacity near 1e308)
-        shares = np.where(lost, np.where(usable, rescaled, fallback), shares)
+        shares = np.where(lost, np.where(total > 0, rescaled, fallback), shares)
     return shares
 
 

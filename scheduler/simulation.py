@@ -145,8 +145,8 @@ def simulate(hosts: Sequence[Host], shares: Sequence[float], *, runs: int,
         raise InvalidArgumentError(f"warm must be True or False, got {warm!r}", field="warm",
                                    value=warm)
     demands = _demands(hosts, service)
-    for host, law, work in zip(hosts, demands, share, strict=True):
-        load = host.lam * law.mean_seconds / host.cores
+    for host, load, work in zip(hosts, _utilisation(hosts, demands, range(len(hosts))), share,
+                                strict=True):
         if work > 0 and load >= 1:
             raise InvalidArgumentError(
                 f"host {host.name!r}: local utilisation lam * mean demand / cores = {load:g} "
