@@ -40,13 +40,14 @@ except ModuleNotFoundError:  # pragma: no cover - exercised on 3.10 only
 
 
 def setting(default: Any, *, low: float | None = None, high: float | None = None,
-            low_open: bool = False, high_open: bool = False,
+            low_open: bool = False, high_open: bool = False, or_zero: bool = False,
             choices: tuple[str, ...] | None = None, duration: bool = False,
             help: str = "") -> Any:
-    """A config field with its allowed range (closed unless ``*_open``) or choices."""
+    """A config field with its allowed range (closed unless ``*_open``; ``or_zero``: 0 is
+    allowed too, as "off") or choices."""
     return field(default=default, metadata={
         "low": low, "high": high, "low_open": low_open, "high_open": high_open,
-        "choices": choices, "duration": duration, "help": help,
+        "or_zero": or_zero, "choices": choices, "duration": duration, "help": help,
     })
 
 
@@ -125,7 +126,10 @@ class SensorConfig:
     remote_cgroup: str = setting("", help="cgroup path prefix holding remote tasks")
     remote_marker: str = setting("GHS_REMOTE_TASK",
                                  help="environment variable marking remote tasks")
-    tau: float = setting(0.0, low=0.0, high=1e6, help="speed override (0: benchmark)")
+    # the manager's range of a host's speed (protocol.messages.TAU_RANGE): an override it
+    # would refuse in the agent's hello is refused here, when the agent starts
+    tau: float = setting(0.0, low=1e-6, high=1e6, or_zero=True,
+                         help="speed override (0: benchmark)")
     speed_command: str = setting("", help="time this command instead of the benchmark")
     speed_command_reference_seconds: float = setting(
         0.0, low=0.0, help="CPU seconds the speed command takes on the reference machine")
@@ -300,6 +304,8 @@ def _check_range(name: str, meta: Mapping[str, Any], value: Any) -> None:
         raise ConfigError(f"config {name}: {value!r} is not one of {', '.join(choices)}",
                           field=name, value=value)
     if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if meta.get("or_zero") and value == 0:
+            return
         low, high = meta.get("low"), meta.get("high")
         bad = not math.isfinite(value)
         if low is not None:
@@ -313,7 +319,8 @@ def _check_range(name: str, meta: Mapping[str, Any], value: Any) -> None:
             high_text = "inf" if high is None else f"{high:g}"
             raise ConfigError(
                 f"config {name}: {value!r} is outside the allowed range "
-                f"{left}{low_text}, {high_text}{right}", field=name, value=value)
+                f"{'0 or ' if meta.get('or_zero') else ''}{left}{low_text}, {high_text}{right}",
+                field=name, value=value)
 
 
 def _build_section(cls: type, section: str, values: Mapping[str, Any]) -> Any:

@@ -61,3 +61,15 @@ def test_the_scheduler_refuses_names_outside_its_lists():
         check_dist("pareto")
     with pytest.raises(InvalidArgumentError):
         check_partition("random")
+
+
+def test_the_agents_speed_override_takes_the_wires_range_or_zero():
+    from protocol.messages import TAU_RANGE
+    meta = next(f.metadata for f in dataclasses.fields(config.SensorConfig) if f.name == "tau")
+    assert (meta["low"], meta["high"]) == TAU_RANGE
+    for good in (0.0, TAU_RANGE[0], 1.0, TAU_RANGE[1]):
+        assert config.load_config(env={}, overrides={"sensor": {"tau": good}}).sensor.tau == good
+    for bad in (1e-9, -1.0, 2e6):
+        # the manager would refuse the agent's hello; the agent refuses to start instead
+        with pytest.raises(config.ConfigError, match=r"sensor.tau.*0 or \[1e-06, 1e\+06\]"):
+            config.load_config(env={}, overrides={"sensor": {"tau": bad}})
