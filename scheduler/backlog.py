@@ -396,7 +396,10 @@ def _steady_state_moments(arrays: HostArrays, items: Sequence[Backlog]
     rho = arrays.rho
     mean = 1.0 / arrays.mu
     ex2 = arrays.demand_second_moment
-    lognormal_ex3 = mean**3 * (ex2 / mean**2) ** 3
+    # a demand too small or too large to square in double precision gives inf or nan here,
+    # which the callers' range checks refuse by the host's name
+    with np.errstate(over="ignore", divide="ignore", invalid="ignore", under="ignore"):
+        lognormal_ex3 = mean**3 * (ex2 / mean**2) ** 3
     given = np.array([np.nan if item.third_moment is None else item.third_moment
                       for item in items])
     ex3 = np.where(np.isnan(given), lognormal_ex3, given)

@@ -72,6 +72,11 @@ def _checked(kind: str, mean_seconds: object, cov: object) -> tuple[float, float
         raise InvalidArgumentError(
             f"{kind} demand has cov {_FIXED_COV[kind]:g}, got {cov!r}; choose lognormal, "
             "gamma, hyperexponential or loguniform for another cov", field="cov", value=cov)
+    if not math.isfinite(mean * mean * (1.0 + cv * cv)):
+        # a walk's demands would be inf or nan, and a chain whose backlog is nan never ends
+        raise InvalidArgumentError(
+            f"a demand of mean {mean:g} s and cov {cv:g} has a second moment past double "
+            "precision", field="cov", value=cov)
     if kind == "loguniform" and cv > _LOGUNIFORM_MAX_COV:
         raise InvalidArgumentError(
             f"loguniform demand needs cov <= {_LOGUNIFORM_MAX_COV:g} (its range b/a would "
@@ -194,7 +199,12 @@ def demand_for_host(host: Host, kind: str) -> Demand:
     if not isinstance(host, Host):
         raise InvalidArgumentError(f"expected a Host, got {host!r}", field="host", value=host)
     cov = None if kind in _FIXED_COV else host.sigma * host.mu
-    return demand(kind, 1.0 / host.mu, cov)
+    try:
+        return demand(kind, 1.0 / host.mu, cov)
+    except InvalidArgumentError as err:
+        raise InvalidArgumentError(
+            f"host {host.name!r}: {err} (its mu {host.mu:g}/s and sigma {host.sigma:g} s)",
+            field="hosts", value=host.name) from None
 
 
 def stationary_backlog(rate_per_second: float, demand: Demand, rng: np.random.Generator,

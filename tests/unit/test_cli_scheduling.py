@@ -145,3 +145,17 @@ def test_real_process_exit_code_and_stderr():
     assert completed.stdout == ""
     assert completed.stderr.strip().count("\n") == 0
     assert "does not exist" in completed.stderr
+
+
+@pytest.mark.parametrize("command", ["predict", "simulate"])
+def test_a_demand_past_double_precision_is_one_line_without_warnings(tmp_path, command):
+    # mu 1e308 with sigma 1 s: numpy's overflow warnings came before predict's refusal,
+    # and simulate walked nan demands without end
+    path = write(tmp_path, json.dumps({"hosts": [
+        {"name": "a", "lam": 0.001, "mu": 1e308, "sigma": 1.0, "rho": 0.2}]}))
+    completed = subprocess.run(
+        [sys.executable, "-m", "ghs", command, "--hosts-file", path, "--work", "1h"],
+        capture_output=True, text=True, timeout=120)
+    assert completed.returncode == 2
+    assert completed.stderr.strip().count("\n") == 0, completed.stderr
+    assert "host 'a'" in completed.stderr and "double precision" in completed.stderr

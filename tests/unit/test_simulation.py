@@ -351,3 +351,16 @@ def test_a_host_near_saturation_is_refused_by_the_arrivals_its_jobs_bring_meanwh
     assert together.value.field == "runs" and "fewer runs" in str(together.value)
     result = simulate([loaded], [3600.0], runs=100, rng=np.random.default_rng(1))
     assert np.isfinite(result.completion_seconds).all()
+
+
+def test_a_demand_past_double_precision_is_refused_naming_the_host():
+    # mean 1e-308 s and sigma 1 s: a CoV of 1e308 whose square overflows; the lognormal's
+    # draws were nan and the walk never ended (a chain's nan backlog never clears)
+    tiny = Host("tiny", lam=0.001, mu=1e308, sigma=1.0, rho=0.2)
+    for warm in (False, True):
+        with pytest.raises(InvalidArgumentError, match=r"host 'tiny':.*second moment"):
+            simulate([tiny], [3600.0], runs=10, rng=np.random.default_rng(1), warm=warm,
+                     service="lognormal")
+    with pytest.raises(InvalidArgumentError, match="second moment past double precision"):
+        demand("gamma", 1e200, 1.0)
+    assert demand("lognormal", 1e-100, 1e50).second_moment > 0
