@@ -88,6 +88,34 @@ def check_walk(load: np.ndarray, need: np.ndarray, inv_rate: np.ndarray, group: 
             "a shorter task", field="runs", value=total)
 
 
+def check_warm_up(horizon: np.ndarray, inv_rate: np.ndarray, group: np.ndarray,
+                  names: list[str]) -> None:
+    """Refuse warm-ups (:func:`warm_up`) that would meet over _MAX_ARRIVALS_PER_RUN local
+    arrivals in a run or over _MAX_ARRIVALS_IN_ALL together: ``horizon`` (seconds) over the
+    mean gap ``inv_rate`` (seconds; inf: no local jobs). A queue whose demands spread far
+    relaxes slowly (a demand CoV of 12,000 asked 1e8 arrivals of one run: 231 s)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        arrivals = np.where(np.isfinite(inv_rate), horizon / inv_rate, 0.0)
+    if not arrivals.size:
+        return
+    worst = int(np.argmax(arrivals))
+    name = names[int(group[worst])]
+    if arrivals[worst] > _MAX_ARRIVALS_PER_RUN:
+        raise InvalidArgumentError(
+            f"host {name!r}: warming its shared queue up to steady state would meet some "
+            f"{arrivals[worst]:.3g} local arrivals a run (over {_MAX_ARRIVALS_PER_RUN:.0e}; "
+            f"{float(horizon[worst]):.3g} s, long against how slowly its queue relaxes): "
+            "too long to simulate; start idle, or take the partitioned cores mode (its "
+            "steady state is drawn, not walked), or check its lam, mu and sigma",
+            field="hosts", value=name)
+    total = float(arrivals.sum())
+    if total > _MAX_ARRIVALS_IN_ALL:
+        raise InvalidArgumentError(
+            f"warming the hosts up would meet some {total:.3g} local arrivals in all (over "
+            f"{_MAX_ARRIVALS_IN_ALL:.0e}, minutes to hours; host {name!r} the most): simulate "
+            "fewer runs, or start idle", field="runs", value=total)
+
+
 def walk(load, need, inv_rate, group, laws, rng) -> tuple[np.ndarray, np.ndarray]:
     """Run every chain until its remote sub-task finishes.
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from scheduler.chain_walk import check_walk, walk, warm_up
+from scheduler.chain_walk import check_walk, check_warm_up, walk, warm_up
 from scheduler.errors import InvalidArgumentError
 from scheduler.hosts import Host
 from scheduler.workload import DEMAND_KINDS, Demand, demand_for_host, stationary_backlog
@@ -277,6 +277,7 @@ def _simulate_shared(hosts, share, demands, batch, width, warm, rng, finish, hit
     start = np.zeros((need.size, width))
     if warm:
         horizon = np.repeat([_warm_up_seconds(hosts[k], demands[k]) for k in batch], runs)
+        check_warm_up(horizon, inv_rate, group, [hosts[k].name for k in batch])
         start = warm_up(horizon, width, inv_rate, group, laws, rng)
     start = np.sort(start + np.concatenate([state[k] for k in batch]), axis=1)
     check_walk(start, need, inv_rate, group, [hosts[k].name for k in batch],

@@ -364,3 +364,23 @@ def test_a_demand_past_double_precision_is_refused_naming_the_host():
     with pytest.raises(InvalidArgumentError, match="second moment past double precision"):
         demand("gamma", 1e200, 1.0)
     assert demand("lognormal", 1e-100, 1e50).second_moment > 0
+
+
+def test_a_shared_warm_up_too_long_to_walk_is_refused_at_once_naming_the_host():
+    # a demand CoV of 12,000 asks a warm-up of 1e10 s (1e8 arrivals a run): one run took 231 s
+    wide = Host("wide", lam=0.01, mu=0.1, sigma=120_000.0, rho=0.1, cores=2)
+    with pytest.raises(InvalidArgumentError, match=r"host 'wide': warming its shared queue"):
+        simulate([wide], [3600.0], runs=1, rng=np.random.default_rng(1), warm=True,
+                 cores_mode="shared", service="lognormal")
+    # idle, or with its cores partitioned (a drawn steady state), it is simulated
+    for kwargs in ({"warm": False, "cores_mode": "shared"},
+                   {"warm": True, "cores_mode": "partitioned"}):
+        result = simulate([wide], [3600.0], runs=50, rng=np.random.default_rng(1),
+                          service="lognormal", **kwargs)
+        assert np.isfinite(result.completion_seconds).all()
+    # and many runs of a host whose warm-up each could be walked: refused together
+    slow = Host("slow", lam=0.02, mu=0.1, sigma=2400.0, rho=0.2, cores=2)  # 1e5 a run
+    with pytest.raises(InvalidArgumentError) as together:
+        simulate([slow], [3600.0], runs=4000, rng=np.random.default_rng(1), warm=True,
+                 cores_mode="shared", service="lognormal")
+    assert together.value.field == "runs"
