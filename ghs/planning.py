@@ -17,8 +17,7 @@ from ghs.config import Config
 from ghs.hostfile import HostList
 from ghs.placement import placed
 from scheduler import Backlog, Host, Prediction, predict
-from scheduler.hosts import HostArrays
-from scheduler.partitioning import _partition, check_work
+from scheduler.partitioning import check_work
 from scheduler.prediction import QUANTILE_LEVELS, check_hosts
 from scheduler.selection import Exclusion, schedule
 from scheduler.simulation import simulate
@@ -144,16 +143,19 @@ def simulate_hosts(host_list: HostList, work: float, config: Config, *,
     partition = partition or config.scheduler.partition
     runs = settings.runs if runs is None else runs
     warm = settings.warm if warm is None else warm
-    shares = _partition(HostArrays.from_hosts(hosts), work, partition)
+    # The model starts the way the simulated queues do (steady state beside a warm start),
+    # and the simulated task is split as that model splits it: the shares `ghs predict`
+    # gives. A split that ignored the backlog gave a host at utilisation 0.95 a share the
+    # model, seeing its backlog, leaves out.
+    predicted = predict(hosts, work, dist or config.scheduler.distribution, partition,
+                        backlog=[Backlog.steady_state() for _ in hosts] if warm else None)
+    shares = np.asarray(predicted.shares, dtype=float)
     laws = [_law(host, kind, cov) for host in hosts]
     result = simulate(hosts, shares, runs=runs, rng=np.random.default_rng(seed), service=laws,
                       warm=warm, cores_mode=cores_mode)
     summary = result.summary()
     simulated = {"mean": summary["mean"], "std": summary["std"], "cov": summary["cov"],
                  "quantiles": {name: summary[name] for name in QUANTILE_LEVELS}}
-    # the model starts the way the simulated queues do: steady state beside a warm start
-    predicted = predict(hosts, work, dist or config.scheduler.distribution, shares=shares,
-                        backlog=[Backlog.steady_state() for _ in hosts] if warm else None)
     return SimulationReport(tuple(h.name for h in hosts), work, shares, int(runs), kind, cov,
                             bool(warm), cores_mode, seed, simulated, predicted,
                             excluded=chosen.excluded,

@@ -69,6 +69,25 @@ def test_simulate_json_beside_the_model():
     assert again["mean"] == payload["mean"]
 
 
+@pytest.mark.parametrize("start", [[], ["--idle"]])
+def test_simulate_splits_the_task_as_predict_does(tmp_path, start):
+    # a host at utilisation 0.95 holds a steady-state backlog of 380 s: predict leaves it
+    # out of a warm start's split, and simulate had given it 212 s of the hour regardless
+    path = write(tmp_path, json.dumps({"hosts": [
+        {"name": "calm", "lam": 0.01, "mu": 0.05, "sigma": 20, "rho": 0.2},
+        {"name": "hot", "lam": 0.0475, "mu": 0.05, "sigma": 20, "rho": 0.95}]}))
+    # predict's start comes from the config (scheduler.start_state)
+    predicted = json.loads(CliRunner().invoke(
+        main, ["predict", "--hosts-file", path, "--work", "1h", "--json"],
+        env={"GHS_SCHEDULER_START_STATE": "idle" if start else "steady-state"}).stdout)
+    simulated = json.loads(run("simulate", "--hosts-file", path, "--work", "1h", "--runs",
+                               "300", "--seed", "1", "--json", *start)[1])
+    shares = {h["name"]: h["share"] for h in simulated["hosts"]}
+    assert shares == pytest.approx({h["name"]: h["share"] for h in predicted["hosts"]})
+    assert (shares["hot"] == 0.0) == (not start)
+    assert simulated["mean"] == pytest.approx(simulated["predicted"]["mean"], rel=0.05)
+
+
 def test_saturated_hosts_are_reported(tmp_path):
     path = write(tmp_path, json.dumps({"hosts": [
         {"name": "a", "lam": 0.001, "mu": 0.01, "sigma": 100, "rho": 0.1},
