@@ -64,6 +64,9 @@ class SchedulerConfig:
                              help="hosts at or above this utilisation are not candidates")
     optimal_max_hosts: int = setting(22, low=1, high=30,
                                      help="largest candidate set exact selection accepts")
+    optimal_budget_seconds: float = setting(
+        20.0, low=0.0, low_open=True, high=86400.0, duration=True,
+        help="longest exact selection runs before it gives up (below a client's 30 s wait)")
     task_ratio: float = setting(4.0, low=0.0, low_open=True,
                                 help="minimum work per host over mean local demand (Fig. 3)")
     predictor: str = setting("calibrated", choices=PREDICTORS,

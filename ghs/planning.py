@@ -62,6 +62,7 @@ def schedule_hosts(host_list: HostList, work: float, config: Config, *,
     plan = schedule(hosts, work, method or settings.method,
                     dist or settings.distribution, partition or settings.partition,
                     rho_max=settings.rho_max, max_optimal_hosts=settings.optimal_max_hosts,
+                    optimal_budget_seconds=settings.optimal_budget_seconds,
                     task_ratio=settings.task_ratio, excluded=chosen.excluded,
                     backlog=file_backlog(hosts, config))
     return answer(plan, "host file", placement={

@@ -11,6 +11,7 @@ from typing import Any
 
 _EXPORTS = {
     "SchedulerError": "scheduler.errors",
+    "BudgetExceededError": "scheduler.errors",
     "InvalidArgumentError": "scheduler.errors",
     "InvalidHostError": "scheduler.errors",
     "NoUsableHostsError": "scheduler.errors",
@@ -42,6 +43,7 @@ _EXPORTS = {
 
 __all__ = [
     "Backlog",
+    "BudgetExceededError",
     "Calibrator",
     "Exclusion",
     "ForecastBank",

@@ -47,3 +47,9 @@ class TooManyHostsError(SchedulerError):
     """Exact selection was asked for over more hosts than the configured limit."""
 
     code = "too_many_hosts"
+
+
+class BudgetExceededError(SchedulerError):
+    """Exact selection passed its time budget before it had ruled out every set."""
+
+    code = "budget_exceeded"

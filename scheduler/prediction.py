@@ -300,7 +300,8 @@ def _predict(arrays: HostArrays, work: float, shares: np.ndarray, dist: str,
     if task_law:
         moments, var, _, samples = completion.moments_and_samples(servers, REL_TOL)
         mean, std = float(moments[0]), math.sqrt(max(float(var[0]), 0.0))
-        if not mixture and servers.mult.shape[-1] == 1 and servers.mult[0, 0] == 1:
+        if isinstance(servers, Servers) and servers.mult.shape[-1] == 1 \
+                and servers.mult[0, 0] == 1:
             # one server finishes the task: its closed-form moments, which the host's row
             # gives (the integral missed them by 1.4% at a demand CoV of 1e4, whose tail
             # past 1 - F = 1e-10 still holds percent of the mean)

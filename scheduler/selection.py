@@ -24,7 +24,7 @@ from scheduler.calibrated_selection import (
 from scheduler.choices import METHODS
 from scheduler.compact_servers import compacted
 from scheduler.errors import InvalidArgumentError, NoUsableHostsError, TooManyHostsError
-from scheduler.exact import optimal
+from scheduler.exact import Budget, optimal
 from scheduler.hosts import Host, HostArrays
 from scheduler.model import (
     DEFAULT_DIST,
@@ -125,7 +125,8 @@ def schedule(hosts: Sequence[Host], work: float, method: str = "auto",
              clock: Callable[[], float] = time.perf_counter,
              backlog: Sequence[Backlog] | Mapping[str, Backlog] | None = None,
              processes_per_host: ProcessCounts = None,
-             calibration: SelectionCalibration | None = None) -> Plan:
+             calibration: SelectionCalibration | None = None,
+             optimal_budget_seconds: float | None = None) -> Plan:
     """Choose the hosts minimising E[T] (1 + CoV) for ``work`` reference-CPU-seconds.
 
     ``method``: ``auto`` (exact up to 8 candidates, else a search within 1% of the optimum
@@ -144,9 +145,13 @@ def schedule(hosts: Sequence[Host], work: float, method: str = "auto",
     ``CALIBRATED_OPTIMAL_MAX_HOSTS`` candidates (``CALIBRATED_BACKLOG_OPTIMAL_MAX_HOSTS``
     with a ``backlog``, each subset then scored with its exact backlog mixture). On the
     model's criterion ``optimal`` takes up to ``BACKLOG_OPTIMAL_MAX_HOSTS`` candidates when
-    a ``backlog`` has jobs running at launch.
+    a ``backlog`` has jobs running at launch. ``optimal_budget_seconds``: how long (on
+    ``clock``) ``optimal`` may search before it gives up with BudgetExceededError (None: no
+    limit).
     """
     started = clock()
+    budget = None if optimal_budget_seconds is None else Budget(
+        float(optimal_budget_seconds), clock, started)
     hosts = with_processes(check_hosts(hosts), processes_per_host)
     states = None if backlog is None else dict(zip((h.name for h in hosts),
                                                    backlog_laws.align(hosts, backlog)))
@@ -199,7 +204,7 @@ def schedule(hosts: Sequence[Host], work: float, method: str = "auto",
         chosen = near_optimal(evaluator, partial(optimal, set_tol=SET_TOL),
                               min(EXACT_MAX_HOSTS, max_optimal_hosts))
     else:
-        chosen = optimal(evaluator, SET_TOL)
+        chosen = optimal(evaluator, SET_TOL, budget)
     chosen = sorted(chosen)
     members = [ordered[i] for i in chosen]
     arrays = _arrays(members, states)

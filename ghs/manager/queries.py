@@ -387,6 +387,7 @@ class QueryService:
                             partition or settings.partition,
                             rho_max=settings.rho_max if rho_max is None else rho_max,
                             max_optimal_hosts=settings.optimal_max_hosts,
+                            optimal_budget_seconds=settings.optimal_budget_seconds,
                             task_ratio=settings.task_ratio, excluded=excluded,
                             backlog=by_name, calibration=calibration)
 

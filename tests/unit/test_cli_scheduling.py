@@ -178,3 +178,15 @@ def test_a_demand_past_double_precision_is_one_line_without_warnings(tmp_path, c
     assert completed.returncode == 2
     assert completed.stderr.strip().count("\n") == 0, completed.stderr
     assert "host 'a'" in completed.stderr and "double precision" in completed.stderr
+
+
+def test_optimal_past_its_budget_is_one_line_and_exit_2():
+    result = CliRunner().invoke(
+        main, ["schedule", "--hosts-file", EXAMPLE, "--work", "8h", "--method", "optimal"],
+        env={"GHS_SCHEDULER_OPTIMAL_BUDGET_SECONDS": "0.000001"})
+    assert result.exit_code == 2
+    assert result.output.count("\n") == 1 and "passed its time budget" in result.output
+    refused = CliRunner().invoke(
+        main, ["schedule", "--hosts-file", EXAMPLE, "--work", "8h"],
+        env={"GHS_SCHEDULER_OPTIMAL_BUDGET_SECONDS": "0"})
+    assert refused.exit_code == 2 and "optimal_budget_seconds" in refused.output

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from scheduler import (
+    BudgetExceededError,
     Host,
     InvalidArgumentError,
     NoUsableHostsError,
@@ -104,6 +105,46 @@ def test_optimal_refuses_above_its_limit_and_bad_methods_are_named():
     with pytest.raises(InvalidArgumentError) as caught:
         schedule(hosts, 3600.0, "fastest")
     assert caught.value.field == "method"
+
+
+class SteppingClock:
+    """A clock that moves ``step`` seconds each time it is read."""
+
+    def __init__(self, step):
+        self.now, self.step = 0.0, step
+
+    def __call__(self):
+        self.now += self.step
+        return self.now
+
+
+@pytest.mark.parametrize("calibrated", [False, True])
+def test_optimal_gives_up_past_its_time_budget_naming_what_it_ruled_on(calibrated):
+    # a pool's branch and bound can take a minute at 22 hosts (another took 3 s): a budget,
+    # not the host limit, keeps a manager's worker and a waiting client from being held
+    from scheduler.calibrated import SERVED_LEVELS
+    from scheduler.calibrated_selection import SelectionCalibration
+    hosts = random_hosts(np.random.default_rng(3), 7)
+    calibration = SelectionCalibration((3600.0,), {
+        h.name: np.ones((1, len(SERVED_LEVELS))) for h in hosts}, SERVED_LEVELS) \
+        if calibrated else None
+    plain = schedule(hosts, 3600.0, "optimal", calibration=calibration)
+    # every read of this clock is a second later: a budget of 1.5 s lets the first batch
+    # (the singletons) through and stops before the pairs
+    with pytest.raises(BudgetExceededError) as caught:
+        schedule(hosts, 3600.0, "optimal", clock=SteppingClock(1.0),
+                 optimal_budget_seconds=1.5, calibration=calibration)
+    assert caught.value.code == "budget_exceeded" and caught.value.value == 7
+    assert "budget of 1.5 s" in str(caught.value) and "up to 1 hosts ruled on, 7 of 127" \
+        in str(caught.value)
+    # a budget it stays within changes nothing
+    within = schedule(hosts, 3600.0, "optimal", clock=SteppingClock(1e-9),
+                      optimal_budget_seconds=60.0, calibration=calibration)
+    assert [h.name for h in within.hosts] == [h.name for h in plain.hosts]
+    # auto and the other methods do not read it
+    schedule(hosts, 3600.0, "prefix", clock=SteppingClock(1.0), optimal_budget_seconds=1e-9)
+    with pytest.raises(InvalidArgumentError, match="budget must be > 0"):
+        schedule(hosts, 3600.0, "optimal", optimal_budget_seconds=0.0)
 
 
 def test_prefix_scales_to_thousands_of_hosts():
