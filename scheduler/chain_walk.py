@@ -8,6 +8,8 @@ at a time (:func:`walk`); :func:`warm_up` runs local queues alone from empty. Us
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from scheduler.errors import InvalidArgumentError
@@ -72,20 +74,16 @@ def check_walk(load: np.ndarray, need: np.ndarray, inv_rate: np.ndarray, group: 
                 / (1.0 - utilisation[walked]))
     worst = int(np.argmax(arrivals))
     name = names[int(group[walked][worst])]
-    if arrivals[worst] > _MAX_ARRIVALS_PER_RUN:
-        raise InvalidArgumentError(
-            f"host {name!r}: a run would meet some {arrivals[worst]:.3g} local arrivals "
-            f"before its share could finish (over {_MAX_ARRIVALS_PER_RUN:.0e}; its local work "
-            f"at launch up to {float(load[walked][worst].max()):.3g} s, utilisation "
-            f"{float(utilisation[walked][worst]):.3g}): too long to simulate; check its lam, "
-            "mu and sigma", field="hosts", value=name)
-    total = float(arrivals.sum())
-    if total > _MAX_ARRIVALS_IN_ALL:
-        raise InvalidArgumentError(
-            f"the runs would meet some {total:.3g} local arrivals in all (over "
-            f"{_MAX_ARRIVALS_IN_ALL:.0e}, minutes to hours; host {name!r} the most, at "
-            f"utilisation {float(utilisation[walked][worst]):.3g}): simulate fewer runs or "
-            "a shorter task", field="runs", value=total)
+    utilisation = utilisation[walked][worst]
+    _refuse_past_limits(
+        arrivals, name,
+        lambda count: f"host {name!r}: a run would meet some {count:.3g} local arrivals "
+        f"before its share could finish (over {_MAX_ARRIVALS_PER_RUN:.0e}; its local work "
+        f"at launch up to {float(load[walked][worst].max()):.3g} s, utilisation "
+        f"{float(utilisation):.3g}): too long to simulate; check its lam, mu and sigma",
+        lambda total: f"the runs would meet some {total:.3g} local arrivals in all (over "
+        f"{_MAX_ARRIVALS_IN_ALL:.0e}, minutes to hours; host {name!r} the most, at "
+        f"utilisation {float(utilisation):.3g}): simulate fewer runs or a shorter task")
 
 
 def check_warm_up(horizon: np.ndarray, inv_rate: np.ndarray, group: np.ndarray,
@@ -100,20 +98,29 @@ def check_warm_up(horizon: np.ndarray, inv_rate: np.ndarray, group: np.ndarray,
         return
     worst = int(np.argmax(arrivals))
     name = names[int(group[worst])]
-    if arrivals[worst] > _MAX_ARRIVALS_PER_RUN:
-        raise InvalidArgumentError(
-            f"host {name!r}: warming its shared queue up to steady state would meet some "
-            f"{arrivals[worst]:.3g} local arrivals a run (over {_MAX_ARRIVALS_PER_RUN:.0e}; "
-            f"{float(horizon[worst]):.3g} s, long against how slowly its queue relaxes): "
-            "too long to simulate; start idle, or take the partitioned cores mode (its "
-            "steady state is drawn, not walked), or check its lam, mu and sigma",
-            field="hosts", value=name)
+    _refuse_past_limits(
+        arrivals, name,
+        lambda count: f"host {name!r}: warming its shared queue up to steady state would "
+        f"meet some {count:.3g} local arrivals a run (over {_MAX_ARRIVALS_PER_RUN:.0e}; "
+        f"{float(horizon[worst]):.3g} s, long against how slowly its queue relaxes): too long "
+        "to simulate; start idle, or take the partitioned cores mode (its steady state is "
+        "drawn, not walked), or check its lam, mu and sigma",
+        lambda total: f"warming the hosts up would meet some {total:.3g} local arrivals in "
+        f"all (over {_MAX_ARRIVALS_IN_ALL:.0e}, minutes to hours; host {name!r} the most): "
+        "simulate fewer runs, or start idle")
+
+
+def _refuse_past_limits(arrivals: np.ndarray, name: str, run_reason: Any,
+                        all_reason: Any) -> None:
+    """Raise with ``run_reason(most)`` (field hosts) if a run would meet over
+    _MAX_ARRIVALS_PER_RUN local arrivals, with ``all_reason(total)`` (field runs) if all
+    together would meet over _MAX_ARRIVALS_IN_ALL: the walk steps arrival by arrival."""
+    most = float(arrivals.max())
+    if most > _MAX_ARRIVALS_PER_RUN:
+        raise InvalidArgumentError(run_reason(most), field="hosts", value=name)
     total = float(arrivals.sum())
     if total > _MAX_ARRIVALS_IN_ALL:
-        raise InvalidArgumentError(
-            f"warming the hosts up would meet some {total:.3g} local arrivals in all (over "
-            f"{_MAX_ARRIVALS_IN_ALL:.0e}, minutes to hours; host {name!r} the most): simulate "
-            "fewer runs, or start idle", field="runs", value=total)
+        raise InvalidArgumentError(all_reason(total), field="runs", value=total)
 
 
 def walk(load, need, inv_rate, group, laws, rng) -> tuple[np.ndarray, np.ndarray]:
