@@ -45,7 +45,8 @@ def predict_hosts(host_list: HostList, work: float, config: Config, *,
     prediction = predict(hosts, work, dist or config.scheduler.distribution,
                          partition or config.scheduler.partition,
                          backlog=file_backlog(hosts, config))
-    return answer(prediction, "host file", excluded=chosen.excluded, placement=placement)
+    return answer(prediction, "host file", excluded=chosen.excluded, placement=placement,
+                  hosts=hosts)
 
 
 def schedule_hosts(host_list: HostList, work: float, config: Config, *,
@@ -66,7 +67,8 @@ def schedule_hosts(host_list: HostList, work: float, config: Config, *,
                     task_ratio=settings.task_ratio, excluded=chosen.excluded,
                     backlog=file_backlog(hosts, config))
     return answer(plan, "host file", placement={
-        h.name: placement[h.name] for h in plan.hosts if h.name in placement})
+        h.name: placement[h.name] for h in plan.hosts if h.name in placement},
+        hosts=plan.hosts)
 
 
 @dataclass(frozen=True)
@@ -160,7 +162,7 @@ def simulate_hosts(host_list: HostList, work: float, config: Config, *,
     return SimulationReport(tuple(h.name for h in hosts), work, shares, int(runs), kind, cov,
                             bool(warm), cores_mode, seed, simulated, predicted,
                             excluded=chosen.excluded,
-                            model=model_assumptions(predicted, source))
+                            model=model_assumptions(predicted, source, hosts=hosts))
 
 
 def _law(host: Host, kind: str, cov: float | None) -> Demand:

@@ -27,6 +27,19 @@ def distributions(size, seed, as_json):
     _render(study.run(runs=size, seed=seed), as_json, show_distributions)
 
 
+@experiment.command()
+@click.option("--size", type=click.IntRange(min=100), default=40_000, show_default=True,
+              help="Simulated runs per case.")
+@click.option("--seed", type=SEED, default=7, show_default=True, help="Random seed.")
+@json_option
+def envelope(size, seed, as_json):
+    """Where the uncalibrated model's quantiles hold: utilisation x demand CoV x length."""
+    from ghs.experiments import envelope as study
+    from ghs.experiments.tables import show_envelope
+
+    _render(study.run(runs=size, seed=seed), as_json, show_envelope)
+
+
 def plot_option(function):
     return png_option("Also draw a PNG here (needs matplotlib: pip install 'ghs[plot]').")(
         function)

@@ -13,6 +13,7 @@ from rich.table import Table
 
 from ghs.experiments import (
     distributions,
+    envelope,
     error_vs_length,
     partition,
     sampling_cost,
@@ -44,6 +45,35 @@ def show_distributions(console: Any, result: dict[str, Any]) -> None:
         cases.add_row(str(case["hours"]), case["demand"][:6], f"{case['rho']:.1f}",
                       *(f"{case['errors'][f]['p90']:+.1%}/{case['errors'][f]['p99']:+.1%}"
                         for f in distributions.FITS))
+    console.print(cases)
+
+
+def show_envelope(console: Any, result: dict[str, Any]) -> None:
+    """The worst p90 and p95 error per demand CoV and task length, then every case."""
+    ratios = sorted({row["ratio"] for row in result["worst"]})
+    table = Table(title=f"Worst p90 / p95 error (predicted / simulated - 1) over the "
+                        f"utilisations, {result['runs']:,} runs a case; idle start, lognormal "
+                        f"demands of mean {result['mean_demand_seconds']:g} s",
+                  title_justify="left")
+    table.add_column("demand CoV")
+    for ratio in ratios:
+        table.add_column(f"task {ratio:g}x demand", justify="right")
+    for cov in sorted({row["cov"] for row in result["worst"]}):
+        cells = []
+        for ratio in ratios:
+            row = next(r for r in result["worst"] if r["cov"] == cov and r["ratio"] == ratio)
+            cells.append("-" if row["p90"] is None else f"{row['p90']:+.1%} / {row['p95']:+.1%}")
+        table.add_row(f"{cov:g}", *cells)
+    console.print(table)
+    cases = Table(title="Per case: error of the mean and quantiles", title_justify="left")
+    for column in ("rho", "CoV", "task/demand", "mean", *envelope.LEVELS):
+        cases.add_column(column, justify="right")
+    for case in result["cases"]:
+        errors = case["errors"]
+        cells = (["not simulated: too long to walk"] + [""] * len(envelope.LEVELS)
+                 if errors is None else
+                 [f"{errors[key]:+.1%}" for key in ("mean", *envelope.LEVELS)])
+        cases.add_row(f"{case['rho']:g}", f"{case['cov']:g}", f"{case['ratio']:g}", *cells)
     console.print(cases)
 
 

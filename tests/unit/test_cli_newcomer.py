@@ -91,6 +91,30 @@ def test_predict_and_schedule_say_what_the_model_assumes():
         assert idle["mean"] < payload["mean"]
 
 
+def test_an_uncalibrated_answer_names_the_hosts_outside_where_its_fit_held(tmp_path):
+    # `ghs experiment envelope`: the lognormal fit's p90/p95 held within 3% of the simulator
+    # for shares of 100x or more the mean local demand with a demand CoV of at most 3
+    path = write_hosts(tmp_path, [host("long"), host("heavy", sigma=800.0),
+                                  host("idle", rho=0.0, lam=0.0)])
+    inside = json.loads(invoke("predict", "--hosts-file", path, "--work", "200h", "--host",
+                               "long", "--json").stdout)
+    assert inside["assumptions"]["fit_range"].endswith("every host here is inside")
+    # 4 h over the three: each busy host's share under 100x its 100 s mean demand; the idle
+    # host has nothing to fit, and another fit than the one measured gets no claim
+    payload = json.loads(invoke("predict", "--hosts-file", path, "--work", "4h",
+                                "--json").stdout)
+    note = payload["assumptions"]["fit_range"]
+    length = {row["name"]: row["dedicated_seconds"] / 100.0 for row in payload["hosts"]}
+    assert max(length["long"], length["heavy"]) < 100
+    assert note.endswith(f"outside: long (share {length['long']:.2g}x), heavy (share "
+                         f"{length['heavy']:.2g}x, CoV 8)")
+    table = invoke("schedule", "--hosts-file", path, "--work", "4h").stdout
+    assert "fit lognormal (p90/p95 within 3% of simulation" in table
+    gamma = json.loads(invoke("predict", "--hosts-file", path, "--work", "4h", "--dist",
+                              "gamma", "--json").stdout)
+    assert "fit_range" not in gamma["assumptions"]
+
+
 def test_simulate_defaults_follow_each_hosts_demand_spread(tmp_path):
     # CoV of demands 3 (sigma 300 s, mean 100 s): far from the exponential's 1
     path = write_hosts(tmp_path, [host("spread", rho=0.4, lam=0.004, mu=0.01, sigma=300.0)])
@@ -249,6 +273,7 @@ def test_bad_durations_are_refused_at_once_with_the_range(args, fragment):
     ["simulate", "--hosts-file", EXAMPLE, "--work", "1h", "--runs", "2"],
     ["bench", "--quick", "--part", "scheduler"],
     ["experiment", "distributions", "--size", "100"],
+    ["experiment", "envelope", "--size", "100"],
     ["backtest", "--trace", "x.swf", "--work", "1h"],
     ["demo", "--work", "1h"],
 ])

@@ -1,4 +1,4 @@
-from ghs.experiments import distributions
+from ghs.experiments import distributions, envelope
 from scheduler.model import DEFAULT_DIST
 
 
@@ -45,3 +45,18 @@ def test_paths_pool_each_draws_tasks_in_seed_order(monkeypatch):
     for bad in (0, -1, True, 1.5):
         with pytest.raises(GhsError, match="paths must be a whole number >= 1"):
             error_vs_length.path_seeds(7, bad)
+
+
+def test_envelope_finds_the_fit_exact_on_long_light_shares_and_late_on_heavy_tails():
+    # what ghs.answers.fit_range tells a host file's user: within 3% of the simulator at
+    # 100x the mean demand with a CoV of 1, and late at a CoV of 10 however long the share
+    result = envelope.run(runs=20_000, seed=5, utilisations=(0.5,), covs=(1.0, 10.0),
+                          ratios=(100.0,))
+    light, heavy = result["cases"]
+    assert (light["cov"], heavy["cov"]) == (1.0, 10.0)
+    assert abs(light["errors"]["p90"]) < 0.03 and abs(light["errors"]["p95"]) < 0.03
+    assert heavy["errors"]["p90"] > 0.05 and heavy["errors"]["p95"] > 0.05
+    for case in result["cases"]:
+        assert abs(case["errors"]["mean"]) < 0.01  # the fit's mean is exact
+    assert [row["p90"] for row in result["worst"]] == [c["errors"]["p90"] for c in
+                                                      result["cases"]]
