@@ -186,11 +186,12 @@ class Client:
             request_id=next(self._ids), work_seconds=float(work),
             hosts=tuple(hosts) if hosts else None, distribution=dist, partition=partition,
             processes_per_host=processes_per_host, pinned=pinned or None))
+        # the hosts' parameters say whether an uncalibrated fit is in its range
         return answer(_rebuild_prediction(body), "manager", excluded=_exclusions(body),
                       provisional=body.get("provisional", ()),
                       prediction_id=body.get("prediction_id"),
                       served_epoch_seconds=body.get("served_epoch_seconds"),
-                      placement=body.get("placement"))
+                      placement=body.get("placement"), hosts=_hosts(body))
 
     def schedule(self, work: float, method: str | None = None,
                  hosts: Sequence[str] | None = None, dist: str | None = None,
@@ -224,7 +225,7 @@ class Client:
         return answer(plan, "manager", provisional=body.get("provisional", ()),
                       prediction_id=body.get("prediction_id"),
                       served_epoch_seconds=body.get("served_epoch_seconds"),
-                      placement=body.get("placement"))
+                      placement=body.get("placement"), hosts=plan.hosts)
 
     def eta(self, plan: Any, progress: Mapping[str, float], *,
             elapsed_seconds: float | None = None, dist: str | None = None) -> Eta:

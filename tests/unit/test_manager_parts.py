@@ -196,6 +196,23 @@ def test_client_rebuilds_the_same_prediction_and_plan(running_manager):
                             dist="gamma", units=0)
 
 
+def test_an_uncalibrated_managers_answer_says_where_its_fit_held(running_manager, tmp_path):
+    # a calibrated answer's quantiles are corrected on each host's record: no fit range
+    endpoint, context = running_manager
+    with Client(endpoint, context=context, timeout_seconds=10) as client:
+        assert "fit_range" not in client.predict_answer(8 * HOUR).assumptions.to_dict()
+    store = ManagerStore(tmp_path / "model.sqlite")
+    store.upsert_host(facts("h0", cores=1, tau=1.0, seen=time.time()))
+    store.add_measurements(rows("h0", 48, rho=0.2, lam=0.002))
+    with serving(store, SchedulerConfig(predictor="model")) as (model_endpoint, model_context), \
+            Client(model_endpoint, context=model_context, timeout_seconds=10) as client:
+        for answer in (client.predict_answer(HOUR), client.schedule_answer(HOUR)):
+            length = answer.prediction.dedicated_seconds[0] * client.hosts()[0].mu
+            assert answer.assumptions.calibration == "none"
+            assert answer.assumptions.fit_range.endswith(f"outside: h0 (share {length:.2g}x)")
+    store.close()
+
+
 def test_a_one_host_answer_holds_its_mean_at_the_running_jobs_age_floor(tmp_path):
     """A host whose fresh snapshot holds a job that has used 10 h of CPU: the one-host answer
     holds the carried view's mean at the work plus half that (scheduler.age_floor) and
