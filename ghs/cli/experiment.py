@@ -31,13 +31,15 @@ def distributions(size, seed, as_json):
 @click.option("--size", type=click.IntRange(min=100), default=40_000, show_default=True,
               help="Simulated runs per case.")
 @click.option("--seed", type=SEED, default=7, show_default=True, help="Random seed.")
+@click.option("--warm/--idle", default=False, show_default=True,
+              help="Start in the steady state, as a host file's answers do (else idle).")
 @json_option
-def envelope(size, seed, as_json):
+def envelope(size, seed, warm, as_json):
     """Where the uncalibrated model's quantiles hold: utilisation x demand CoV x length."""
     from ghs.experiments import envelope as study
     from ghs.experiments.tables import show_envelope
 
-    _render(study.run(runs=size, seed=seed), as_json, show_envelope)
+    _render(study.run(runs=size, seed=seed, warm=warm), as_json, show_envelope)
 
 
 def plot_option(function):

@@ -52,7 +52,8 @@ def show_envelope(console: Any, result: dict[str, Any]) -> None:
     """The worst p90 and p95 error per demand CoV and task length, then every case."""
     ratios = sorted({row["ratio"] for row in result["worst"]})
     table = Table(title=f"Worst p90 / p95 error (predicted / simulated - 1) over the "
-                        f"utilisations, {result['runs']:,} runs a case; idle start, lognormal "
+                        f"utilisations, {result['runs']:,} runs a case; "
+                        f"{'steady-state' if result.get('warm') else 'idle'} start, lognormal "
                         f"demands of mean {result['mean_demand_seconds']:g} s",
                   title_justify="left")
     table.add_column("demand CoV")

@@ -60,3 +60,13 @@ def test_envelope_finds_the_fit_exact_on_long_light_shares_and_late_on_heavy_tai
         assert abs(case["errors"]["mean"]) < 0.01  # the fit's mean is exact
     assert [row["p90"] for row in result["worst"]] == [c["errors"]["p90"] for c in
                                                       result["cases"]]
+
+
+def test_envelope_from_the_steady_state_starts_both_there():
+    result = envelope.run(runs=4_000, seed=5, utilisations=(0.5,), covs=(1.0,),
+                          ratios=(100.0,), warm=True)
+    (case,) = result["cases"]
+    assert result["warm"] is True
+    # the warm queue's backlog lengthens the run beside an idle start's t / (1 - rho)
+    assert case["simulated"]["mean"] > case["work_seconds"] / 0.5 * 1.005
+    assert abs(case["errors"]["mean"]) < 0.02 and abs(case["errors"]["p90"]) < 0.05
