@@ -11,12 +11,13 @@ from typing import Any
 import numpy as np
 
 from scheduler import backlog as backlog_laws
-from scheduler import completion, fits
+from scheduler import completion
 from scheduler.backlog import Backlog
 from scheduler.choices import DISTRIBUTIONS
 from scheduler.errors import InvalidArgumentError
 from scheduler.host_cdf import hosts_cdf
 from scheduler.hosts import Host, HostArrays
+from scheduler.mixture_moments import as_mixture, single_core_moments, task_moments
 from scheduler.model import (
     _FIELDS,
     DEFAULT_DIST,
@@ -300,14 +301,13 @@ def _predict(arrays: HostArrays, work: float, shares: np.ndarray, dist: str,
     if task_law:
         moments, var, _, samples = completion.moments_and_samples(servers, REL_TOL)
         mean, std = float(moments[0]), math.sqrt(max(float(var[0]), 0.0))
-        if isinstance(servers, Servers) and servers.mult.shape[-1] == 1 \
-                and servers.mult[0, 0] == 1:
-            # one server finishes the task: its closed-form moments, which the host's row
-            # gives (the integral missed them by 1.4% at a demand CoV of 1e4, whose tail
-            # past 1 - F = 1e-10 still holds percent of the mean)
-            exact_mean, exact_std = _host_moments(servers)
-            if math.isfinite(exact_mean[0]) and math.isfinite(exact_std[0]):
-                mean, std = float(exact_mean[0]), float(exact_std[0])
+        # one server finishes the task: its closed-form moments, which the host's row
+        # gives (the integral missed them by 1.4% at a demand CoV of 1e4, whose tail past
+        # 1 - F = 1e-10 still holds percent of the mean; a std by 4% at a CoV of 18 behind
+        # a known backlog)
+        exact = task_moments(servers)
+        if exact is not None:
+            mean, std = exact
         levels = np.array(list(QUANTILE_LEVELS.values()))
         points = completion.quantiles(servers, levels, moments, np.sqrt(var),
                                       samples=samples)[0]
@@ -356,24 +356,16 @@ def _merge_identical(servers: Servers) -> Servers:
 
 def _host_moments(host_servers: Servers) -> tuple[np.ndarray, np.ndarray]:
     """Each host's completion (max over its cores): closed form for one core, else integrated."""
-    t, mult = host_servers.t[0], host_servers.mult[0]
-    means = host_servers.mean[0].copy()
-    variances = np.zeros_like(means)
-    single = mult <= 1
-    # for one core Var[T] = Var[U] = q (v + p0 m1^2): recover it from the fitted law's moments
-    m1 = np.where(host_servers.q[0] > 0, (means - t) / np.where(host_servers.q[0] > 0,
-                                                                host_servers.q[0], 1.0), 0.0)
-    v = _fitted_variance(host_servers)
-    q = host_servers.q[0]
-    variances[single] = (q * v + q * (1 - q) * m1**2)[single]
-    multi = np.flatnonzero(~single)
+    # each host its own problem of one group (scheduler.mixture_moments)
+    closed, means, variances = single_core_moments(as_mixture(Servers(
+        **{name: getattr(host_servers, name)[0][:, None] for name in _FIELDS})))
+    multi = np.flatnonzero(~closed & (host_servers.mult[0] > 0))
     if multi.size:
         batch = Servers(**{name: getattr(host_servers, name)[0][multi][:, None]
-                           for name in ("t", "q", "code", "p1", "p2", "mult")})
+                           for name in _FIELDS})
         multi_mean, multi_var, _ = completion.moments(batch, REL_TOL)
         means[multi] = multi_mean
         variances[multi] = multi_var
-    means[mult == 0] = 0.0
     return means, np.sqrt(np.maximum(variances, 0.0))
 
 
@@ -393,9 +385,9 @@ def _mixture_host_moments(host_servers: MixtureServers, hosts: int
 
 
 def _host_moments_of(batch: MixtureServers) -> tuple[np.ndarray, np.ndarray]:
-    hosts = batch.mult.shape[0]
-    used = batch.mult.sum(axis=1) > 0
-    means, variances = np.zeros(hosts), np.zeros(hosts)
+    # one process on one core: closed form (scheduler.mixture_moments); else integrated
+    closed, means, variances = single_core_moments(batch)
+    used = (batch.mult.sum(axis=1) > 0) & ~closed
     if used.any():
         rows = np.flatnonzero(used)
         mean, var, _ = completion.moments(batch.take(rows), REL_TOL)
@@ -403,14 +395,4 @@ def _host_moments_of(batch: MixtureServers) -> tuple[np.ndarray, np.ndarray]:
     return means, np.sqrt(np.maximum(variances, 0.0))
 
 
-def _as_mixture(servers: Servers) -> MixtureServers:
-    """Fitted (one-law) servers as one-atom mixtures, to reuse the host-by-host integration."""
-    parts = Servers(**{name: getattr(servers, name)[..., None] for name in _FIELDS})
-    return MixtureServers(parts, np.ones((*servers.t.shape, 1)), servers.mult)
-
-
-def _fitted_variance(servers: Servers) -> np.ndarray:
-    """Var of each server's fitted delay law G (s^2), 0 where it cannot be interrupted."""
-    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-        var = fits.variance(servers.code[0], servers.p1[0], servers.p2[0])
-    return np.where(servers.q[0] > 0, var, 0.0)
+_as_mixture = as_mixture
