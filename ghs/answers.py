@@ -8,6 +8,7 @@ the model (a steady-state start, a load forecast, calibration) change them there
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -80,8 +81,11 @@ def fit_range(prediction: Prediction, hosts: Sequence[Host]) -> str:
     outside = []
     for name, dedicated in zip(prediction.hosts, prediction.dedicated_seconds):
         host = by_name.get(name)
-        if host is None or dedicated <= 0 or host.lam <= 0 or host.rho <= 0:
-            continue  # no work, or nothing to interrupt it: no delay to fit
+        if host is None or dedicated <= 0 or host.rho <= 0 or -math.expm1(
+                -host.lam / host.cores * dedicated) < 0.05:
+            # no work, or interrupted in fewer than one run in twenty: its p90 and p95 are
+            # its dedicated time, no fit involved
+            continue
         length, cov = dedicated * host.mu, host.sigma * host.mu
         reasons = ([f"share {length:.2g}x"] if length < FIT_HELD_FROM_LENGTH else []) + (
             [f"CoV {cov:.2g}"] if cov > FIT_HELD_TO_COV else [])

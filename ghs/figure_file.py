@@ -19,7 +19,21 @@ def plot_path_problem(path: str | Path) -> str | None:
         return f"folder {str(folder)!r} does not exist"
     if not os.access(folder, os.W_OK):
         return f"folder {str(folder)!r} is not writable"
+    suffix = Path(path).suffix.lower().lstrip(".")
+    known = _formats()
+    if suffix and known is not None and suffix not in known:
+        # matplotlib picks the format by the name's ending (none: PNG)
+        return f"matplotlib cannot write .{suffix} files (it writes {', '.join(sorted(known))})"
     return None
+
+
+def _formats() -> set[str] | None:
+    """The file formats matplotlib writes (None without matplotlib: the command says so)."""
+    try:
+        from matplotlib.backend_bases import FigureCanvasBase
+    except ImportError:
+        return None
+    return set(FigureCanvasBase.get_supported_filetypes())
 
 
 def save_figure(figure: Any, path: str | Path, dpi: int) -> None:
@@ -30,3 +44,6 @@ def save_figure(figure: Any, path: str | Path, dpi: int) -> None:
     except OSError as exc:
         raise GhsError(f"cannot write the plot to {str(path)!r}: {exc.strerror or exc}",
                        field="plot", value=str(path)) from None
+    except ValueError as exc:  # a format matplotlib does not write
+        raise GhsError(f"cannot write the plot to {str(path)!r}: {exc}", field="plot",
+                       value=str(path)) from None

@@ -146,8 +146,12 @@ def parse_hosts(document: Any, source: str = "host list") -> HostList:
 
 
 def _is_number(value: Any) -> bool:
-    return (isinstance(value, (int, float)) and not isinstance(value, bool)
-            and math.isfinite(value))
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an integer past any float (JSON has no limit on digits)
+        return False
 
 
 def _number(value: Any) -> Any:

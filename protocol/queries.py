@@ -61,6 +61,8 @@ DISTRIBUTIONS = ("gamma", "weibull", "lognormal", "auto")
 PARTITIONS = ("equal-mean", "equal-load", "speed")
 METHODS = ("auto", "heuristic", "optimal", "prefix")
 MAX_PROCESSES = MAX_CORES
+# as the scheduler's (scheduler.partitioning.MAX_UNITS; tests/unit/test_choices.py)
+MAX_UNITS = 1 << 53
 
 
 @dataclass(frozen=True)
@@ -133,7 +135,7 @@ class ScheduleRequest(_TaskShape):
     SCHEMA: ClassVar[Schema] = Schema({
         **_PREDICT_FIELDS,
         "method": Field(choice(METHODS), required=False),
-        "units": Field(whole(1), required=False),
+        "units": Field(whole(1, MAX_UNITS), required=False),
         "rho_max": Field(real(0.0, 1.0, low_open=True), required=False),
     }, also=HEADER)
 

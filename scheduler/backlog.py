@@ -403,7 +403,9 @@ def _steady_state_moments(arrays: HostArrays, items: Sequence[Backlog]
     given = np.array([np.nan if item.third_moment is None else item.third_moment
                       for item in items])
     ex3 = np.where(np.isnan(given), lognormal_ex3, given)
-    busy = (rho > 0) & (lam > 0)
+    # a utilisation so small that 1 - rho rounds to 1 leaves no chance of any backlog (its
+    # atoms divided by that chance: at rho 1e-300 they read inf)
+    busy = (rho > 0) & (lam > 0) & (1.0 - rho < 1.0)
     safe_rho = np.where(busy, rho, 0.5)
     work_mean = lam * ex2 / (2 * (1 - safe_rho))
     work_square = 2 * work_mean**2 + lam * ex3 / (3 * (1 - safe_rho))

@@ -24,6 +24,10 @@ MIN_DEMAND_SECONDS = 1e-6
 # A host's speed relative to the reference machine, within a million times either way: a tau
 # of 1e308 made its capacity overflow, its equal-mean share read inf.
 MAX_SPEED_RATIO = 1e6
+# Cores of one host, as many as the protocol takes (protocol.messages.MAX_CORES, which this
+# package may not import; tests/unit/test_choices.py proves them equal): a host file's
+# 10^400 cores overflowed a float with a traceback.
+MAX_CORES = 1 << 20
 
 
 def utilisation_law_mu(lam_per_second: float, rho: float, cores: int = 1) -> float:
@@ -44,6 +48,12 @@ def _check_finite(name: str, field: str, value: float) -> float:
         raise InvalidHostError(
             f"host {name!r}: {field} must be a number, got {value!r}", field=field, value=value
         ) from None
+    except OverflowError:
+        # an integer past any float (a JSON host file may hold one): not its hundreds of
+        # digits in the message
+        raise InvalidHostError(
+            f"host {name!r}: {field} must be finite, got an integer of {len(str(value))} "
+            f"digits", field=field, value=None) from None
     if not math.isfinite(number):
         raise InvalidHostError(
             f"host {name!r}: {field} must be finite, got {value!r}", field=field, value=value
@@ -120,12 +130,11 @@ class Host:
                 field="cores",
                 value=self.cores,
             )
-        if self.cores < 1:
+        if not 1 <= self.cores <= MAX_CORES:
             raise InvalidHostError(
-                f"host {name!r}: cores must be >= 1, got {self.cores!r}",
-                field="cores",
-                value=self.cores,
-            )
+                f"host {name!r}: cores must be in [1, {MAX_CORES}], got "
+                f"{self.cores if self.cores < 10**12 else f'{len(str(self.cores))} digits'}",
+                field="cores", value=self.cores if self.cores < 10**12 else None)
         for field, number in (("lam", lam), ("mu", mu), ("sigma", sigma), ("rho", rho),
                               ("tau", tau)):
             object.__setattr__(self, field, number)

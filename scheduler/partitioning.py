@@ -130,15 +130,21 @@ def _equal_mean_with_backlog(arrays: HostArrays, work: float | np.ndarray,
     return shares
 
 
+# Up to 2^53 every whole number is a float exactly, so that the largest-remainder split is
+# exact (1e20 units overflowed the counts with a cast warning)
+MAX_UNITS = 1 << 53
+
+
 def whole_units(shares: np.ndarray, units: int) -> np.ndarray:
     """Split ``units`` indivisible work items in proportion to ``shares`` (largest remainder).
 
     The result is whole numbers that sum to ``units``; ties in the remainders go to the
     earlier host so the split is deterministic.
     """
-    if isinstance(units, bool) or not isinstance(units, (int, np.integer)) or units < 0:
-        raise InvalidArgumentError(f"units must be a whole number >= 0, got {units!r}",
-                                   field="units", value=units)
+    if isinstance(units, bool) or not isinstance(units, (int, np.integer)) \
+            or not 0 <= units <= MAX_UNITS:
+        raise InvalidArgumentError(f"units must be a whole number in [0, {MAX_UNITS}], got "
+                                   f"{units!r}", field="units", value=units)
     shares = np.asarray(shares, dtype=float)
     total = shares.sum()
     if total <= 0:

@@ -277,7 +277,7 @@ def _simulate_shared(hosts, share, demands, batch, width, warm, rng, finish, hit
     start = np.zeros((need.size, width))
     if warm:
         horizon = np.repeat([_warm_up_seconds(hosts[k], demands[k]) for k in batch], runs)
-        check_warm_up(horizon, inv_rate, group, [hosts[k].name for k in batch])
+        check_warm_up(horizon, inv_rate, group, [hosts[k].name for k in batch], width)
         start = warm_up(horizon, width, inv_rate, group, laws, rng)
     start = np.sort(start + np.concatenate([state[k] for k in batch]), axis=1)
     check_walk(start, need, inv_rate, group, [hosts[k].name for k in batch],

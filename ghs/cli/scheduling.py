@@ -23,7 +23,7 @@ from ghs.config import DISTRIBUTIONS, METHODS, PARTITIONS
 from ghs.errors import HostFileError
 from ghs.hostfile import HostList, load_hosts
 from ghs.remote import open_client
-from scheduler.partitioning import MAX_WORK_SECONDS, MIN_WORK_SECONDS
+from scheduler.partitioning import MAX_UNITS, MAX_WORK_SECONDS, MIN_WORK_SECONDS
 from scheduler.simulation import CORES_MODES
 from scheduler.workload import DEMAND_KINDS
 
@@ -143,7 +143,7 @@ def _by(result: Answer, by_seconds: float) -> dict[str, float]:
               help="Fit of the delay distribution.")
 @click.option("--partition", type=click.Choice(PARTITIONS), default=None,
               help="How the work is split (default equal-mean).")
-@click.option("--units", type=click.IntRange(min=1), default=None,
+@click.option("--units", type=click.IntRange(min=1, max=MAX_UNITS), default=None,
               help="Also split N indivisible work units into whole numbers per host.")
 @click.option("--rho-max", type=click.FloatRange(0, 1, min_open=True), default=None,
               help="Hosts at or above this utilisation are not candidates (default 0.9).")

@@ -73,3 +73,24 @@ def test_the_agents_speed_override_takes_the_wires_range_or_zero():
         # the manager would refuse the agent's hello; the agent refuses to start instead
         with pytest.raises(config.ConfigError, match=r"sensor.tau.*0 or \[1e-06, 1e\+06\]"):
             config.load_config(env={}, overrides={"sensor": {"tau": bad}})
+
+
+def test_a_hosts_cores_take_the_wires_range():
+    from protocol.messages import MAX_CORES
+    from scheduler import Host, InvalidHostError
+    from scheduler.hosts import MAX_CORES as SCHEDULER_MAX_CORES
+    assert SCHEDULER_MAX_CORES == MAX_CORES
+    Host("big", lam=0.1, mu=0.01, sigma=100.0, rho=0.1, cores=MAX_CORES)
+    for bad in (0, MAX_CORES + 1, 10**400):
+        with pytest.raises(InvalidHostError, match="cores must be in"):
+            Host("big", lam=0.1, mu=0.01, sigma=100.0, rho=0.1, cores=bad)
+
+
+def test_units_take_the_wires_range():
+    from protocol.queries import MAX_UNITS
+    from scheduler.partitioning import MAX_UNITS as SCHEDULER_MAX_UNITS
+    from scheduler.partitioning import whole_units
+    assert SCHEDULER_MAX_UNITS == MAX_UNITS
+    assert whole_units([1.0, 2.0], MAX_UNITS).sum() == MAX_UNITS
+    with pytest.raises(InvalidArgumentError, match=r"units must be a whole number in \[0, "):
+        whole_units([1.0, 2.0], MAX_UNITS + 1)

@@ -427,6 +427,11 @@ def test_a_plot_that_cannot_be_written_is_one_error(tmp_path):
     (tmp_path / "taken.png").mkdir()  # a folder where the file should go
     with pytest.raises(GhsError, match="cannot write the plot to"):
         save_figure(figure, tmp_path / "taken.png", 50)
+    # a format matplotlib does not write: refused at once, and one line if it gets through
+    one_line_error(invoke("predict", "--hosts-file", EXAMPLE, "--work", "1h", "--plot",
+                          str(tmp_path / "x.xyz")), "--plot", "cannot write .xyz files")
+    with pytest.raises(GhsError, match=r"cannot write the plot to.*xyz"):
+        save_figure(figure, tmp_path / "x.xyz", 50)
 
 
 def test_figure_labels_count_and_axes_follow_the_compared_lines():

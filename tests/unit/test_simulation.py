@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import time
 from collections import deque
 
 import numpy as np
@@ -384,3 +385,11 @@ def test_a_shared_warm_up_too_long_to_walk_is_refused_at_once_naming_the_host():
         simulate([slow], [3600.0], runs=4000, rng=np.random.default_rng(1), warm=True,
                  cores_mode="shared", service="lognormal")
     assert together.value.field == "runs"
+    # a queue of thousands of cores sorts them at every arrival: 200 runs of a 4,096-core
+    # host met 3.8e7 arrivals, under the limit, and ran for many minutes
+    many = Host("many", lam=20.48, mu=0.01, sigma=100.0, rho=0.5, cores=4096)
+    started = time.process_time()
+    with pytest.raises(InvalidArgumentError, match="each sorting 4096 shared cores") as cores:
+        simulate([many], [8 * 3600.0], runs=200, rng=np.random.default_rng(1), warm=True,
+                 cores_mode="shared", service="lognormal")
+    assert cores.value.field == "runs" and time.process_time() - started < 5.0
