@@ -401,6 +401,9 @@ def _read_file(path: Path, explicit: bool) -> dict[str, Any]:
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError(f"config file {str(path)!r}: {exc}", field="config",
                           value=str(path)) from None
+    except RecursionError:  # thousands of nested brackets: no config nests so
+        raise ConfigError(f"config file {str(path)!r} nests too deeply to be a config",
+                          field="config", value=str(path)) from None
 
 
 def load_config(path: str | Path | None = None, *, env: Mapping[str, str] | None = None,

@@ -124,6 +124,9 @@ def load_plan(path: str | Path) -> dict[str, Any]:
     except ValueError as exc:
         raise EtaError(f"plan {str(path)!r} is not JSON: {exc}", field="plan",
                        value=str(path)) from None
+    except RecursionError:  # thousands of nested brackets: no plan nests so
+        raise EtaError(f"plan {str(path)!r} nests too deeply to be a plan", field="plan",
+                       value=str(path)) from None
     if not isinstance(data, dict):
         raise EtaError(f"plan {str(path)!r} must hold a JSON object", field="plan",
                        value=str(path))

@@ -4,6 +4,7 @@ command that draws one."""
 from __future__ import annotations
 
 import os
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +41,11 @@ def save_figure(figure: Any, path: str | Path, dpi: int) -> None:
     """Write a matplotlib ``figure`` to ``path`` as a PNG; a file that cannot be written is
     a one-line GhsError naming it."""
     try:
-        figure.savefig(Path(path).expanduser(), dpi=dpi)
+        with warnings.catch_warnings():
+            # a host name in a script the font lacks (CJK, a tab) is drawn as a box, which
+            # is no reason to print warnings under a successful command
+            warnings.filterwarnings("ignore", message=r"Glyph \d+ .* missing from font")
+            figure.savefig(Path(path).expanduser(), dpi=dpi)
     except OSError as exc:
         raise GhsError(f"cannot write the plot to {str(path)!r}: {exc.strerror or exc}",
                        field="plot", value=str(path)) from None

@@ -79,6 +79,9 @@ def load_hosts(path: str | Path) -> HostList:
         raise HostFileError(f"host file {str(path)!r} is not valid JSON: {exc.msg} at line "
                             f"{exc.lineno} column {exc.colno}", field="hosts_file",
                             value=str(path)) from None
+    except RecursionError:  # thousands of nested brackets: no host file nests so
+        raise HostFileError(f"host file {str(path)!r} nests too deeply to be a host file",
+                            field="hosts_file", value=str(path)) from None
     return parse_hosts(document, source=str(path))
 
 

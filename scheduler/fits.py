@@ -133,7 +133,9 @@ class WeibullFamily(Family):
         return k, mean / np.exp(special.gammaln(1 + 1 / k))
 
     def sf(self, p1: np.ndarray, p2: np.ndarray, y: np.ndarray) -> np.ndarray:
-        return np.exp(-((y / p2) ** p1))
+        # far in the tail the power overflows to inf, whose exp(-inf) is the survival, 0
+        with np.errstate(over="ignore"):
+            return np.exp(-((y / p2) ** p1))
 
     def isf(self, p1: np.ndarray, p2: np.ndarray, q: np.ndarray) -> np.ndarray:
         return p2 * (-np.log(q)) ** (1.0 / p1)

@@ -26,6 +26,8 @@ from scheduler.hosts import Host
 from scheduler.workload import DEMAND_KINDS, Demand, demand_for_host, stationary_backlog
 
 CORES_MODES = ("partitioned", "shared")
+# runs x cores whose state (several float arrays of that size) stays within a few hundred MB
+_MAX_CORE_RUNS = 2e7
 _WARM_UP_RELAXATIONS = 8.0
 _WARM_UP_MIN_DEMANDS = 50.0
 
@@ -153,6 +155,7 @@ def simulate(hosts: Sequence[Host], shares: Sequence[float], *, runs: int,
                 "must be < 1, or the remote sub-task may never finish", field="hosts",
                 value=host.name)
     runs = int(runs)
+    _check_memory(hosts, runs)
     state = _launch_state(hosts, runs, initial_work_seconds, running_jobs, rng)
     finish = np.zeros((runs, len(hosts)))
     hits = np.zeros((runs, len(hosts)), dtype=np.int64)
@@ -292,6 +295,18 @@ def _utilisation(hosts: Sequence[Host], demands: Sequence[Demand], chosen: Seque
                  ) -> np.ndarray:
     """Local load per core, lam * mean demand / cores, of the ``chosen`` hosts."""
     return np.array([hosts[k].lam * demands[k].mean_seconds / hosts[k].cores for k in chosen])
+
+
+def _check_memory(hosts: Sequence[Host], runs: int) -> None:
+    """Refuse runs whose per-core state would not fit in memory: every run keeps a few
+    numbers for each core of each host (a host of a million cores over 4,000 runs asked for
+    tens of gigabytes and the process was killed)."""
+    cells = runs * sum(host.cores for host in hosts)
+    if cells > _MAX_CORE_RUNS:
+        raise InvalidArgumentError(
+            f"{runs} runs of hosts with {sum(h.cores for h in hosts)} cores in all would keep "
+            f"{cells:.3g} cores' state (over {_MAX_CORE_RUNS:.0e}, gigabytes of memory): "
+            "simulate fewer runs or fewer hosts", field="runs", value=runs)
 
 
 def _warm_up_seconds(host: Host, law: Demand) -> float:

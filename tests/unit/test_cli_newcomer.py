@@ -432,6 +432,13 @@ def test_a_plot_that_cannot_be_written_is_one_error(tmp_path):
                           str(tmp_path / "x.xyz")), "--plot", "cannot write .xyz files")
     with pytest.raises(GhsError, match=r"cannot write the plot to.*xyz"):
         save_figure(figure, tmp_path / "x.xyz", 50)
+    # a host name the font cannot draw is a box in the figure, not warnings under it
+    import warnings
+    figure.text(0.5, 0.5, "\u65e5\u672c\tws")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        save_figure(figure, tmp_path / "names.png", 50)
+    assert not [w for w in caught if "Glyph" in str(w.message)]
 
 
 def test_figure_labels_count_and_axes_follow_the_compared_lines():
@@ -441,3 +448,16 @@ def test_figure_labels_count_and_axes_follow_the_compared_lines():
     assert counted(32, "workstation") == "32 workstations"
     low, high = log_limits([0.02, 0.3, None, float("nan"), 0.0])
     assert 0.01 < low < 0.02 and 0.3 < high < 0.5
+
+
+@pytest.mark.parametrize("kind", ["hosts", "plan", "config"])
+def test_a_file_nested_thousands_deep_is_one_error(tmp_path, kind):
+    # the JSON and TOML parsers recurse per bracket: a RecursionError traceback before
+    deep = "[" * 100_000 + "]" * 100_000
+    path = tmp_path / ("deep.toml" if kind == "config" else "deep.json")
+    path.write_text(f"a = {deep}\n" if kind == "config" else '{"hosts": ' + deep + "}")
+    args = {"hosts": ["predict", "--hosts-file", str(path), "--work", "1h"],
+            "plan": ["eta", "--plan", str(path), "--hosts-file", EXAMPLE],
+            "config": ["--config", str(path), "predict", "--hosts-file", EXAMPLE, "--work",
+                       "1h"]}[kind]
+    one_line_error(invoke(*args), "nests too deeply")

@@ -84,3 +84,13 @@ def test_unknown_distribution_names_the_choices():
     with pytest.raises(InvalidArgumentError, match="gamma, weibull, lognormal, auto") as err:
         fits.family_codes("pareto", np.array([0.1]))
     assert err.value.field == "dist" and err.value.value == "pareto"
+
+
+def test_a_weibull_survival_far_in_its_tail_is_zero_without_an_overflow_warning():
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        survival = fits.sf(np.array(fits.WEIBULL), np.array(5.0), np.array(1e-3),
+                           np.array([1e300, 1e-3]))
+    assert survival[0] == 0.0 and survival[1] == pytest.approx(np.exp(-1.0))

@@ -393,3 +393,15 @@ def test_a_shared_warm_up_too_long_to_walk_is_refused_at_once_naming_the_host():
         simulate([many], [8 * 3600.0], runs=200, rng=np.random.default_rng(1), warm=True,
                  cores_mode="shared", service="lognormal")
     assert cores.value.field == "runs" and time.process_time() - started < 5.0
+
+
+def test_runs_whose_per_core_state_would_not_fit_in_memory_are_refused_at_once():
+    # a host of a million cores over 4,000 runs asked for tens of gigabytes: killed
+    huge = Host("huge", lam=0.1, mu=0.01, sigma=100.0, rho=0.1, cores=1_000_000)
+    started = time.process_time()
+    with pytest.raises(InvalidArgumentError, match="gigabytes of memory") as caught:
+        simulate([huge], [8 * 3600.0], runs=4000, rng=np.random.default_rng(1))
+    assert caught.value.field == "runs" and time.process_time() - started < 2.0
+    # fewer runs of it fit
+    result = simulate([huge], [8 * 3600.0], runs=2, rng=np.random.default_rng(1))
+    assert np.isfinite(result.completion_seconds).all()
