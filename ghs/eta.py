@@ -11,13 +11,13 @@ fraction of each host's share done. The law of the remaining time comes from the
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ghs.errors import GhsError
+from ghs.hostfile import finite_number
 from scheduler import Backlog, Plan, Prediction
 from scheduler.eta import remaining
 
@@ -104,10 +104,10 @@ def plan_shares(plan: Any) -> tuple[list[str], list[float]]:
         raise EtaError("the plan must name each host once", field="plan", value=names)
     shares = []
     for name, share in pairs:
-        if isinstance(share, bool) or not isinstance(share, (int, float)) or \
-                not math.isfinite(share) or share < 0:
+        if not finite_number(share) or share < 0:
+            shown = repr(share) if len(repr(share)) <= 40 else f"{repr(share)[:40]}..."
             raise EtaError(f"the share of host {name!r} must be a number >= 0 reference-CPU-"
-                           f"seconds, got {share!r}", field="plan", value=share)
+                           f"seconds, got {shown}", field="plan", value=None)
         shares.append(float(share))
     if sum(shares) <= 0:
         raise EtaError("the plan gives no work to any host", field="plan", value=shares)

@@ -119,7 +119,7 @@ def parse_hosts(document: Any, source: str = "host list") -> HostList:
             raise HostFileError(f"{where}: host name {name!r} appears twice", field="name",
                                 value=name)
         rho = entry["rho"]
-        if _is_number(rho) and rho >= 1 and isinstance(name, str) and name.strip():
+        if finite_number(rho) and rho >= 1 and isinstance(name, str) and name.strip():
             excluded.append(Exclusion(name, f"rho {rho:g} >= 1: saturated by local jobs"))
             seen.add(name)
             continue
@@ -148,12 +148,14 @@ def parse_hosts(document: Any, source: str = "host list") -> HostList:
     return HostList(tuple(hosts), tuple(excluded), tuple(warnings))
 
 
-def _is_number(value: Any) -> bool:
+def finite_number(value: Any) -> bool:
+    """Whether a decoded JSON value is a finite number (not a bool, not an integer past any
+    float: JSON has no limit on digits)."""
     if not isinstance(value, (int, float)) or isinstance(value, bool):
         return False
     try:
         return math.isfinite(value)
-    except OverflowError:  # an integer past any float (JSON has no limit on digits)
+    except OverflowError:
         return False
 
 

@@ -38,6 +38,8 @@ from scheduler.errors import InvalidArgumentError, InvalidHostError
 from scheduler.hosts import MAX_DEMAND_SECONDS, Host, HostArrays
 
 SOURCES = ("snapshot", "steady-state", "idle")
+# a stationary backlog whose mean is below this (seconds) is taken as none
+_NEGLIGIBLE_BACKLOG_SECONDS = 1e-9
 
 
 def _numbers(field: str, values: object) -> np.ndarray:
@@ -407,7 +409,11 @@ def _steady_state_moments(arrays: HostArrays, items: Sequence[Backlog]
     # atoms divided by that chance: at rho 1e-300 they read inf)
     busy = (rho > 0) & (lam > 0) & (1.0 - rho < 1.0)
     safe_rho = np.where(busy, rho, 0.5)
-    work_mean = lam * ex2 / (2 * (1 - safe_rho))
-    work_square = 2 * work_mean**2 + lam * ex3 / (3 * (1 - safe_rho))
+    with np.errstate(over="ignore", invalid="ignore", under="ignore"):
+        work_mean = lam * ex2 / (2 * (1 - safe_rho))
+        work_square = 2 * work_mean**2 + lam * ex3 / (3 * (1 - safe_rho))
+    # under a nanosecond of backlog cannot move a completion, and its atoms' CoV overflowed
+    # (lam 1e-200 beside rho 0.1: a mean of 1e-199 s)
+    busy &= ~(work_mean < _NEGLIGIBLE_BACKLOG_SECONDS)
     return (np.where(busy, 1 - rho, 1.0), np.where(busy, work_mean, 0.0),
             np.where(busy, np.maximum(work_square - work_mean**2, 0.0), 0.0))

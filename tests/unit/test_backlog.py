@@ -251,3 +251,16 @@ def test_a_heavy_tailed_steady_state_keeps_the_queues_mean(sigma):
                     service="lognormal", warm=True).completion_seconds
     spread = runs.std() / np.sqrt(runs.size)
     assert abs(runs.mean() - prediction.mean) < 4 * spread
+
+
+def test_a_steady_state_backlog_of_under_a_nanosecond_is_none_without_warnings():
+    # lam 1e-200 beside rho 0.1: a mean backlog of 1e-199 s, whose atoms' CoV overflowed
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for lam in (1e-300, 1e-200, 1e-20):
+            host = Host("a", lam=lam, mu=1.0, sigma=1.0, rho=0.1)
+            prediction = predict([host], 8 * 3600.0, backlog=[Backlog.steady_state()])
+            assert prediction.backlog()[0]["mean_seconds"] == 0.0
+            assert prediction.mean == pytest.approx(8 * 3600.0)

@@ -461,3 +461,11 @@ def test_a_file_nested_thousands_deep_is_one_error(tmp_path, kind):
             "config": ["--config", str(path), "predict", "--hosts-file", EXAMPLE, "--work",
                        "1h"]}[kind]
     one_line_error(invoke(*args), "nests too deeply")
+
+
+def test_a_plans_share_past_any_float_is_one_error(tmp_path):
+    plan = tmp_path / "plan.json"
+    plan.write_text('{"hosts": [{"name": "a", "share": 1' + "0" * 400 + "}]}")
+    line = one_line_error(invoke("eta", "--plan", str(plan), "--hosts-file", EXAMPLE),
+                          "the share of host 'a' must be a number")
+    assert len(line) < 200

@@ -405,3 +405,14 @@ def test_runs_whose_per_core_state_would_not_fit_in_memory_are_refused_at_once()
     # fewer runs of it fit
     result = simulate([huge], [8 * 3600.0], runs=2, rng=np.random.default_rng(1))
     assert np.isfinite(result.completion_seconds).all()
+
+
+def test_a_warm_start_whose_backlogs_would_draw_gigabytes_is_refused_at_once():
+    # 4,096 cores at utilisation 0.996 over 1,000 runs: 7 GB of remaining-work draws
+    busy = Host("busy", lam=0.32983, mu=8.0864e-05, sigma=6500.9, rho=0.99582, tau=3.3484,
+                cores=4096)
+    started = time.process_time()
+    with pytest.raises(InvalidArgumentError, match="steady-state backlogs would take") as caught:
+        simulate([busy], [0.000283], runs=1000, rng=np.random.default_rng(1), warm=True,
+                 service="lognormal")
+    assert caught.value.field == "runs" and time.process_time() - started < 2.0
