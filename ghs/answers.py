@@ -170,11 +170,11 @@ def model_assumptions(prediction: Prediction, source: str,
                            calibration=calibration,
                            distribution=prediction.distribution,
                            processes=processes_assumed(placement))
-    measured = hosts is not None and prediction.distribution == FIT_MEASURED
     return Assumptions(start_state=start_state(prediction), load_model=LOAD_MODELS[source],
                        calibration=MODEL_CALIBRATION, distribution=prediction.distribution,
                        processes=processes_assumed(placement),
-                       fit_range=fit_range(prediction, hosts) if measured and hosts else None)
+                       fit_range=fit_range(prediction, hosts)
+                       if hosts and prediction.distribution == FIT_MEASURED else None)
 
 
 @dataclass(frozen=True)

@@ -58,6 +58,9 @@ def as_mixture(servers: Servers) -> MixtureServers:
 def task_moments(servers: Servers | MixtureServers) -> tuple[float, float] | None:
     """(E[T], std[T]) of a task (one problem of (1, n) servers) in closed form when one of
     its servers, of multiplicity 1, finishes it (one process on one core), else None."""
+    used = servers.mult[0] > 0
+    if used.sum() != 1 or servers.mult[0][used][0] != 1:
+        return None  # a split's task: no array work on the prediction's hot path
     batch = servers if isinstance(servers, MixtureServers) else as_mixture(servers)
     which, mean, variance = single_core_moments(batch)
     if not which[0]:
