@@ -36,21 +36,25 @@ def hosts_cdf(servers: Servers | MixtureServers, x: np.ndarray, hosts: int) -> n
     return mixture_cdf(servers, x, hosts)
 
 
-def many_hosts_cdf(problems: Sequence[tuple[Servers | MixtureServers, np.ndarray, int]]
-                   ) -> list[np.ndarray]:
+def many_hosts_cdf(problems: Sequence[tuple[Servers | MixtureServers, np.ndarray, int]],
+                   wanted: Sequence[np.ndarray | None] | None = None) -> list[np.ndarray]:
     """:func:`hosts_cdf` of each (servers, x, hosts), each route's problems evaluated
-    together (:func:`servers_cdfs`, :func:`mixtures_cdf`): the same values, to the bit."""
-    fitted: list[tuple[int, tuple[Servers, np.ndarray, int]]] = []
-    mixed: list[tuple[int, tuple[MixtureServers, np.ndarray, int]]] = []
-    for k, (servers, x, hosts) in enumerate(problems):
-        if isinstance(servers, Servers):
-            fitted.append((k, (servers, x, hosts)))
-        else:
-            mixed.append((k, (servers, x, hosts)))
+    together (:func:`servers_cdfs`, :func:`mixtures_cdf`): the same values, to the bit.
+
+    ``wanted``: per problem None (every point) or a (hosts, len(x)) boolean mask of the
+    points to work out; each of those is what evaluating every point gives, the others are
+    left at 0 or 1 (meaningless there)."""
+    masks = [None] * len(problems) if wanted is None else list(wanted)
+    fitted: list[int] = []
+    mixed: list[int] = []
+    for k, (servers, _, _) in enumerate(problems):
+        (fitted if isinstance(servers, Servers) else mixed).append(k)
     out: list[np.ndarray] = [np.empty(0)] * len(problems)
-    for k, cdf in zip([k for k, _ in fitted], servers_cdfs([p for _, p in fitted])):
+    for k, cdf in zip(fitted, servers_cdfs([problems[k] for k in fitted],  # type: ignore[misc]
+                                           [masks[k] for k in fitted])):
         out[k] = cdf
-    for k, cdf in zip([k for k, _ in mixed], mixtures_cdf([p for _, p in mixed])):
+    for k, cdf in zip(mixed, mixtures_cdf([problems[k] for k in mixed],  # type: ignore[misc]
+                                          [masks[k] for k in mixed])):
         out[k] = cdf
     return out
 
@@ -62,11 +66,13 @@ def servers_cdf(servers: Servers, x: np.ndarray, hosts: int) -> np.ndarray:
     return servers_cdfs([(servers, x, hosts)])[0]
 
 
-def servers_cdfs(problems: Sequence[tuple[Servers, np.ndarray, int]]) -> list[np.ndarray]:
+def servers_cdfs(problems: Sequence[tuple[Servers, np.ndarray, int]],
+                 wanted: Sequence[np.ndarray | None] | None = None) -> list[np.ndarray]:
     """:func:`servers_cdf` of each (servers, x, hosts), every problem's points evaluated in
-    one pass (each point's arithmetic is its own): the same values, to the bit."""
+    one pass (each point's arithmetic is its own): the same values, to the bit.
+    ``wanted``: as :func:`many_hosts_cdf`'s."""
     out = []
-    for (servers, _, hosts), cdf in zip(problems, _component_cdfs(problems)):
+    for (servers, _, hosts), cdf in zip(problems, _component_cdfs(problems, wanted)):
         mult = servers.mult[0]
         # no share (mult 0): finished from the start
         cdf[mult == 0] = 1.0
@@ -83,22 +89,24 @@ def mixture_cdf(servers: MixtureServers, x: np.ndarray, hosts: int) -> np.ndarra
     return mixtures_cdf([(servers, x, hosts)])[0]
 
 
-def mixtures_cdf(problems: Sequence[tuple[MixtureServers, np.ndarray, int]]
-                 ) -> list[np.ndarray]:
+def mixtures_cdf(problems: Sequence[tuple[MixtureServers, np.ndarray, int]],
+                 wanted: Sequence[np.ndarray | None] | None = None) -> list[np.ndarray]:
     """:func:`mixture_cdf` of each (servers, x, hosts), to the bit: the runs of points of
     every problem whose mixtures have as many atoms are evaluated in one
     ``MixtureServers.log_cdf`` (each point's arithmetic is its own, whatever else is
-    evaluated beside it), so many small predictions cost one evaluation's calls."""
+    evaluated beside it), so many small predictions cost one evaluation's calls.
+    ``wanted``: as :func:`many_hosts_cdf`'s."""
     log_cdfs: list[np.ndarray] = []
     pending: dict[int, list[tuple[int, MixtureServers, np.ndarray, np.ndarray, np.ndarray]]] = {}
-    for servers, x, _ in problems:
+    masks = [None] * len(problems) if wanted is None else wanted
+    for (servers, x, hosts), mask in zip(problems, masks):
         mult = servers.mult[0]
         used = mult > 0
         first = np.where(used, np.searchsorted(x, servers.t[0]), 0)
         tail = servers.upper_bound(_LOG_ROUNDS_TO_ONE)[0]
         stop = np.where(used, np.maximum(np.searchsorted(x, tail, side="right"), first), 0)
         log_cdf = np.where(np.arange(x.size)[None, :] < first[:, None], -np.inf, 0.0)
-        rows, flat, counts = _runs(first, stop, x.size)
+        rows, flat, counts = _points(first, stop, x.size, mask, hosts)
         log_cdfs.append(log_cdf)
         if rows.size:
             pending.setdefault(servers.weight.shape[-1], []).append(
@@ -136,7 +144,21 @@ def _runs(first: np.ndarray, stop: np.ndarray, size: int
     return rows, flat, counts
 
 
-def _component_cdfs(problems: Sequence[tuple[Servers, np.ndarray, int]]) -> list[np.ndarray]:
+def _points(first: np.ndarray, stop: np.ndarray, size: int, wanted: np.ndarray | None,
+            hosts: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`_runs`, or with ``wanted`` (hosts, size) only its points of each run (every
+    core group of a host, one row each, host-major, reads its host's row of the mask)."""
+    if wanted is None:
+        return _runs(first, stop, size)
+    index = np.arange(size)[None, :]
+    live = (index >= first[:, None]) & (index < stop[:, None]) & np.repeat(
+        wanted, first.size // hosts, axis=0)
+    flat = np.flatnonzero(live)
+    return flat // size, flat, live.sum(axis=1)
+
+
+def _component_cdfs(problems: Sequence[tuple[Servers, np.ndarray, int]],
+                    wanted: Sequence[np.ndarray | None] | None = None) -> list[np.ndarray]:
     """Per (servers, x, _): (servers, len(x)) F^mult, F = 1 - q sf(x - t) of each server
     type, evaluated only where F is neither 0 (before t) nor 1 to double precision (past the
     point where q sf < 1e-17, 1 - q sf rounds to 1 exactly): a contiguous run of points per
@@ -145,12 +167,13 @@ def _component_cdfs(problems: Sequence[tuple[Servers, np.ndarray, int]]) -> list
     if not problems:
         return []
     cdfs, runs = [], []
-    for servers, x, _ in problems:
+    masks = [None] * len(problems) if wanted is None else wanted
+    for (servers, x, hosts), mask in zip(problems, masks):
         t = servers.t[0]
         first = np.searchsorted(x, t)
         stop = np.maximum(np.searchsorted(x, servers.upper_bound(_ROUNDS_TO_ONE)[0]), first)
         cdfs.append((np.arange(x.size)[None, :] >= stop[:, None]).astype(float))
-        rows, flat, counts = _runs(first, stop, x.size)
+        rows, flat, counts = _points(first, stop, x.size, mask, hosts)
         runs.append((flat, counts, x[flat - rows * x.size] - np.repeat(t, counts)))
 
     def joined(arrays: list[np.ndarray]) -> np.ndarray:

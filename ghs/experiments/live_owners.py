@@ -164,6 +164,8 @@ class Owners:
         if child == 0:  # pragma: no cover - the generator process
             code = 1
             try:
+                # an interrupt is the parent's to handle: it ends this whole session (stop)
+                signal.signal(signal.SIGINT, signal.SIG_IGN)
                 os.close(read_fd)
                 _generate(self.plan, write_fd)
                 code = 0

@@ -124,3 +124,32 @@ def test_host_moments_integrated_together_are_each_predictions_own():
     for together, own in zip(primed, alone):
         for got, expected in zip(together.host_moments(), own.host_moments()):
             assert got == pytest.approx(expected, rel=1e-13)
+
+
+def _every_point_quantiles(prediction, levels):
+    """Each host's quantiles read from its CDF worked out on every point of the joint grid
+    (the straightforward reading the bracketed one must give)."""
+    from scheduler.calibrated import _monotone_rows, _row_quantiles
+    from scheduler.host_quantiles import _joint_grid
+
+    grid = _joint_grid([prediction])
+    cdf = _monotone_rows(np.clip(prediction.host_cdf(grid), 0.0, 1.0))
+    return _row_quantiles(grid, cdf, np.asarray(levels, dtype=float))
+
+
+@pytest.mark.parametrize("dist", ["lognormal", "gamma", "weibull"])
+@pytest.mark.parametrize("start", ["jobs", "steady", "idle", "none"])
+def test_quantiles_read_around_each_level_are_those_read_on_every_point(dist, start):
+    rng = np.random.default_rng(11)
+    hosts = [*HOSTS, Host("e", lam=0.01, mu=1 / 300, sigma=900, rho=0.5, cores=3)]
+    shares = np.array([900.0, 3600.0, 4 * HOUR, 16 * HOUR, 2 * HOUR])
+    backlog = {"jobs": [_jobs(float(rng.uniform(100, 3000)), float(rng.uniform(1e4, 1e7)))
+                        for _ in hosts],
+               "steady": [Backlog.steady_state()] * len(hosts),
+               "idle": [Backlog.idle()] * len(hosts), "none": None}[start]
+    prediction = predict_hosts(copies_of(hosts), shares, dist, backlog=backlog)
+    # the levels a manager reads, one met at the grid's first points and one never
+    # reached inside it, and levels a host's atoms pile up to
+    levels = [1e-12, *LAW_LEVELS, 0.999, 1 - 1e-15]
+    assert (host_quantiles(prediction, levels)
+            == _every_point_quantiles(prediction, levels)).all()
