@@ -41,7 +41,8 @@ def grouped_host_quantiles(groups: Sequence[Sequence[Any]], levels: Any = LEVELS
     A quantile is read between the two grid points around its level, so each host's CDF is
     worked out on every ``_COARSE``-th point first and then only on the points between the
     two of those around each level: the same points around each level, so the same figures
-    (a CDF is non-decreasing), for a fifth of the points."""
+    (a CDF is non-decreasing), on at most 65 points a host and 15 a level, where it was
+    worked out on every one of the 1,024 where it can move."""
     nominal = np.asarray(levels, dtype=float)
     grids = [_joint_grid(predictions) for predictions in groups]
     kept = {g: grid for g, grid in enumerate(grids) if grid is not None}
