@@ -189,6 +189,10 @@ class Answer:
     assumptions: Assumptions
     prediction_id: int | None = None
     served_epoch_seconds: float | None = None
+    # a manager's: the predictor that served it, and per host the parameters, the start and
+    # what the predictor used (``predictor_view``: forecasters, start, calibration applied)
+    predictor: str | None = None
+    host_parameters: tuple[dict[str, Any], ...] = ()
 
     @property
     def prediction(self) -> Prediction:
@@ -207,6 +211,10 @@ class Answer:
         if self.prediction_id is not None:
             payload["prediction_id"] = self.prediction_id
             payload["served_epoch_seconds"] = self.served_epoch_seconds
+        if self.predictor is not None:
+            payload["predictor"] = self.predictor
+        if self.host_parameters:
+            payload["host_parameters"] = [dict(row) for row in self.host_parameters]
         return payload
 
 
@@ -214,14 +222,17 @@ def answer(result: Prediction | Plan, source: str, *, excluded: Iterable[Exclusi
            provisional: Iterable[str] = (), prediction_id: int | None = None,
            served_epoch_seconds: float | None = None,
            placement: Mapping[str, str] | None = None,
-           hosts: Sequence[Host] | None = None) -> Answer:
+           hosts: Sequence[Host] | None = None, predictor: str | None = None,
+           host_parameters: Sequence[Mapping[str, Any]] = ()) -> Answer:
     """``result`` with what it rests on; a Plan's own exclusions come first. ``placement``:
     per host how its processes were placed (ghs.placement.placed); ``hosts``: the hosts'
-    parameters, where the caller has them (:func:`model_assumptions`)."""
+    parameters, where the caller has them (:func:`model_assumptions`); ``predictor`` and
+    ``host_parameters``: a manager's, as it sent them (what each host's answer rests on)."""
     prediction = result.prediction if isinstance(result, Plan) else result
     own = tuple(result.excluded) if isinstance(result, Plan) else ()
     seen = {e.name for e in own}
     extra = tuple(e for e in excluded if e.name not in seen)
     return Answer(result, own + extra, frozenset(provisional),
                   model_assumptions(prediction, source, placement, hosts), prediction_id,
-                  served_epoch_seconds)
+                  served_epoch_seconds, predictor,
+                  tuple(dict(row) for row in host_parameters))

@@ -191,7 +191,9 @@ class Client:
                       provisional=body.get("provisional", ()),
                       prediction_id=body.get("prediction_id"),
                       served_epoch_seconds=body.get("served_epoch_seconds"),
-                      placement=body.get("placement"), hosts=_hosts(body))
+                      placement=body.get("placement"), hosts=_hosts(body),
+                      predictor=body.get("predictor"),
+                      host_parameters=body.get("host_parameters", ()))
 
     def schedule(self, work: float, method: str | None = None,
                  hosts: Sequence[str] | None = None, dist: str | None = None,
@@ -225,7 +227,9 @@ class Client:
         return answer(plan, "manager", provisional=body.get("provisional", ()),
                       prediction_id=body.get("prediction_id"),
                       served_epoch_seconds=body.get("served_epoch_seconds"),
-                      placement=body.get("placement"), hosts=plan.hosts)
+                      placement=body.get("placement"), hosts=plan.hosts,
+                      predictor=body.get("predictor"),
+                      host_parameters=body.get("host_parameters", ()))
 
     def eta(self, plan: Any, progress: Mapping[str, float], *,
             elapsed_seconds: float | None = None, dist: str | None = None) -> Eta:

@@ -214,7 +214,12 @@ def _run_tasks(client: Client, name: str, plan: OwnerPlan, started: float,
                                              realised),
                   "beside": beside,
                   "backlog": prediction.backlog()[0],
-                  "lam": params.lam, "rho": params.rho, "mu": params.mu}
+                  "lam": params.lam, "rho": params.rho, "mu": params.mu,
+                  # why the manager served what it did: the snapshot's jobs, forecasters
+                  # and calibration (factors, the calibrator's record, any envelope)
+                  "served": {key: answer.host_parameters[0].get(key)
+                             for key in ("start", "predictor_view")}
+                  if answer.host_parameters else None}
         tasks.append(record)
         if progress is not None:
             progress(record)

@@ -104,3 +104,8 @@ def test_the_manager_scores_its_predictions_and_answers_calibrated(daemons, tmp_
                                        "--json"])
     body = json.loads(result.stdout)
     assert body["hosts"][0]["calibrated_quantiles"]["p90"] > 0
+    # the JSON says why: the predictor, and per host the forecasters, start and calibration
+    assert body["predictor"] == "calibrated"
+    view = body["host_parameters"][0]["predictor_view"]
+    assert {"forecast", "start", "calibration"} <= set(view)
+    assert view["calibration"]["factors"] == body["hosts"][0]["calibration_factors"]

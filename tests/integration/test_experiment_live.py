@@ -91,6 +91,9 @@ def test_a_short_live_run_reports_everything(tmp_path):
         assert set(task["beside"]) == {"idle", "steady-state", "uncalibrated"}
         # each finish is reported to the manager, which feeds its calibrators
         assert task["reported"] is (task["realised_seconds"] is not None)
+        # and each task keeps why it was served so: the calibration the manager applied
+        calibration = task["served"]["predictor_view"]["calibration"]
+        assert set(calibration["factors"]) == {"p50", "p90", "p95", "p99.6"}
     summary = report["summary"]
     assert summary["tasks"] == len(tasks)
     for key in ("p50_coverage", "p90_coverage"):
