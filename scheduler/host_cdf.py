@@ -45,16 +45,19 @@ def many_hosts_cdf(problems: Sequence[tuple[Servers | MixtureServers, np.ndarray
     points to work out; each of those is what evaluating every point gives, the others are
     left at 0 or 1 (meaningless there)."""
     masks = [None] * len(problems) if wanted is None else list(wanted)
-    fitted: list[int] = []
-    mixed: list[int] = []
-    for k, (servers, _, _) in enumerate(problems):
-        (fitted if isinstance(servers, Servers) else mixed).append(k)
+    fitted: list[tuple[int, tuple[Servers, np.ndarray, int]]] = []
+    mixed: list[tuple[int, tuple[MixtureServers, np.ndarray, int]]] = []
+    for k, (servers, x, hosts) in enumerate(problems):
+        if isinstance(servers, Servers):
+            fitted.append((k, (servers, x, hosts)))
+        else:
+            mixed.append((k, (servers, x, hosts)))
     out: list[np.ndarray] = [np.empty(0)] * len(problems)
-    for k, cdf in zip(fitted, servers_cdfs([problems[k] for k in fitted],  # type: ignore[misc]
-                                           [masks[k] for k in fitted])):
+    for k, cdf in zip([k for k, _ in fitted], servers_cdfs([p for _, p in fitted],
+                                                           [masks[k] for k, _ in fitted])):
         out[k] = cdf
-    for k, cdf in zip(mixed, mixtures_cdf([problems[k] for k in mixed],  # type: ignore[misc]
-                                          [masks[k] for k in mixed])):
+    for k, cdf in zip([k for k, _ in mixed], mixtures_cdf([p for _, p in mixed],
+                                                          [masks[k] for k, _ in mixed])):
         out[k] = cdf
     return out
 
