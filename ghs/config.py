@@ -142,6 +142,10 @@ class SensorConfig:
         help="cadence of the harvestable-capacity series (independent of measurements)")
     running_max_jobs: int = setting(64, low=1, high=100_000,
                                     help="most jobs in one running-jobs snapshot (largest CPU)")
+    running_min_core_share: float = setting(
+        0.05, low=0.0, high=1.0,
+        help="a sleeping process seen before is a running job only if it used this share of "
+             "one core since the previous snapshot (0: any CPU)")
     hash_identities: bool = setting(False, help="replace users and commands by keyed hashes")
     identity_key_path: str = setting("", help="per-site secret key file for hash_identities")
     template_half_life_seconds: float = setting(

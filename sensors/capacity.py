@@ -160,10 +160,17 @@ class ProcCapacitySource:
         self._previous_epoch = -math.inf
         self._remote_cpu: dict[int, float] = {}
         self._excluded: frozenset[int] = frozenset()
+        self._excluded_before: frozenset[int] = frozenset()
 
     def excluded_pids(self) -> frozenset[int]:
-        """The agent's, remote tasks' and their descendants' pids at the last sample."""
-        return self._excluded
+        """The agent's, remote tasks' and their descendants' pids at the last two samples.
+
+        Why two: the template feeder reads the accounting records of the processes that
+        ended during the interval just after the sample that closes it, when a remote task
+        that ended in it is gone from the sample. Excluding only the last sample's pids let
+        every such task teach the owners' demand templates (on a real machine running
+        ``ghs experiment live``, each 60 s task a root ``python`` job of 60 s)."""
+        return self._excluded | self._excluded_before
 
     def _read_stat(self) -> str:
         try:
@@ -176,7 +183,7 @@ class ProcCapacitySource:
     def _remote_delta(self, now_epoch: float) -> None:
         snapshot = self.processes.snapshot()
         classified = self.classifier.classify(snapshot)
-        self._excluded = classified.excluded_pids
+        self._excluded_before, self._excluded = self._excluded, classified.excluded_pids
         remote = _remote_pids(snapshot, classified.excluded_pids, self.filter.exclude_pids)
         current = {key: info for key, info in snapshot.items() if info.pid in remote}
         before = self._previous

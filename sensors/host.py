@@ -16,7 +16,7 @@ from sensors.clock import Clock
 from sensors.cpu import ProcStatSource
 from sensors.measurement import HostSensor, Measurement
 from sensors.processes import ProcfsProcessSource, RecentSnapshot, build_filter
-from sensors.running import RunningSampler, read_run_queue_length, user_name
+from sensors.running import MIN_CORE_SHARE, RunningSampler, read_run_queue_length, user_name
 from sensors.templates import TemplateBook, TemplateFeeder
 
 LOCAL_SENSOR_OPTIONS = (
@@ -92,13 +92,13 @@ class LocalSensor:
                                   self.processes.proc_root,
                                   ticks_per_second=self.processes.ticks_per_second)
 
-    def running_sampler(self, *, max_jobs: int,
+    def running_sampler(self, *, max_jobs: int, min_core_share: float = MIN_CORE_SHARE,
                         hasher: Callable[[str], str] | None = None) -> RunningSampler:
         """Running-jobs snapshots of this machine, with the sensor's filter."""
         proc_root = self.processes.proc_root
         return RunningSampler(self._stream_processes, self.process_filter, self.clock,
                               lambda: read_run_queue_length(proc_root), max_jobs=max_jobs,
-                              hasher=hasher)
+                              min_core_share=min_core_share, hasher=hasher)
 
     def template_feeder(self, book: TemplateBook, *,
                         hasher: Callable[[str], str] | None = None,

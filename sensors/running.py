@@ -4,10 +4,20 @@ A snapshot is built from the same ProcessSource and ProcessClassifier as measure
 reads procfs and a SimulatedHost alike. It lists local processes only (no kernel threads, no
 agent, no remote tasks or their children, users allow/deny respected) that are *jobs*: an
 owner's sleeping shell or daemon is no backlog, so a process counts when it is runnable now
-(state R) or used CPU since the previous snapshot (a new process: used any CPU since it
-started after the previous snapshot). The first snapshot, having no previous one, lists only
-runnable processes. At most ``max_jobs`` jobs are kept, largest CPU first; ``omitted_jobs``
-says how many were left out.
+(state R), or when it used at least ``min_core_share`` of one core since the previous
+snapshot (a new process: used any CPU since it started after the previous snapshot). The
+first snapshot, having no previous one, lists only runnable processes.
+
+Why a share and not any CPU: a daemon or an owner's shell that wakes now and then (a desktop's
+helpers, the manager on the same machine, a workload generator forking jobs) used *some* CPU
+between almost any two snapshots. Listed, each was given the remaining demand of its template
+as if it were a job about to run to its end, although its CPU comes in short bursts that the
+measured utilisation already carries (on a machine at rest the old rule listed a process API
+daemon with 26 s of CPU in 17 hours; docs/measurement-log.md has what it did to a real-kernel
+run).
+
+At most ``max_jobs`` jobs are kept, largest CPU first; ``omitted_jobs`` says how many were
+left out.
 
 The run queue length is the kernel's ``procs_running`` from ``<proc_root>/stat`` less the
 thread reading it (a simulated host reports its jobs in the system).
@@ -39,6 +49,9 @@ from sensors.processes import (
 
 HASH_HEX_CHARS = 16
 MIN_KEY_BYTES = 16
+# a sleeping process seen before is a job only if it used this share of one core since the
+# previous snapshot (a CPU-bound job that shares its core with 19 others still has a twentieth)
+MIN_CORE_SHARE = 0.05
 
 
 @dataclass(frozen=True)
@@ -147,11 +160,18 @@ class RunningSampler:
 
     def __init__(self, processes: ProcessSource, process_filter: ProcessFilter, clock: Clock,
                  run_queue_length: Callable[[], int], *, max_jobs: int = 64,
+                 min_core_share: float = MIN_CORE_SHARE,
                  hasher: Callable[[str], str] | None = None,
                  name_of_uid: Callable[[int], str] = user_name) -> None:
         if isinstance(max_jobs, bool) or not isinstance(max_jobs, int) or max_jobs < 1:
             raise InvalidArgumentError(f"max_jobs must be a positive integer, got {max_jobs!r}",
                                        field="max_jobs", value=max_jobs)
+        if isinstance(min_core_share, bool) or not isinstance(min_core_share, (int, float)) \
+                or not 0.0 <= min_core_share <= 1.0:
+            raise InvalidArgumentError(
+                f"min_core_share must be a share of one core in [0, 1], got {min_core_share!r}",
+                field="min_core_share", value=min_core_share)
+        self.min_core_share = float(min_core_share)
         self.processes = processes
         self.classifier = ProcessClassifier(process_filter, processes)
         self.clock = clock
@@ -169,7 +189,7 @@ class RunningSampler:
         local = self.classifier.classify(processes).local
         previous = self._previous
         jobs = [info for key, info in processes.items()
-                if key in local and self._is_job(info, previous)]
+                if key in local and self._is_job(info, previous, epoch)]
         self._previous = {key: processes[key].cpu_seconds for key in local}
         self._previous_epoch = epoch
         jobs.sort(key=lambda info: (-info.cpu_seconds, info.start_time, info.pid))
@@ -177,7 +197,8 @@ class RunningSampler:
         return RunningSnapshot(epoch, queue, tuple(self._job(info, epoch) for info in kept),
                                len(jobs) - len(kept))
 
-    def _is_job(self, info: ProcessInfo, previous: dict[ProcessKey, float] | None) -> bool:
+    def _is_job(self, info: ProcessInfo, previous: dict[ProcessKey, float] | None,
+                epoch: float) -> bool:
         if info.state == "R":
             return True
         if previous is None:
@@ -185,7 +206,9 @@ class RunningSampler:
         then = previous.get(info.key)
         if then is None:
             return info.start_time >= self._previous_epoch and info.cpu_seconds > 0
-        return info.cpu_seconds > then
+        used = info.cpu_seconds - then
+        # share 0: any CPU at all (the rule before the share; the clock may not have moved)
+        return used > 0 and used >= self.min_core_share * (epoch - self._previous_epoch)
 
     def _job(self, info: ProcessInfo, epoch: float) -> RunningJob:
         user, command = self.name_of_uid(info.uid), info.name

@@ -32,7 +32,7 @@ from sensors.cpu import CpuSample
 from sensors.errors import InvalidArgumentError
 from sensors.measurement import HostSensor
 from sensors.processes import ProcessFilter, ProcessInfo, ProcessKey
-from sensors.running import RunningSampler
+from sensors.running import MIN_CORE_SHARE, RunningSampler
 from sensors.templates import TemplateBook, TemplateFeeder
 
 TICKS_PER_SECOND = 100
@@ -217,11 +217,12 @@ class SimulatedHost:
                           clock=self.clock, process_filter=process_filter or ProcessFilter())
 
     def running_sampler(self, process_filter: ProcessFilter | None = None, *,
-                        max_jobs: int = 64,
+                        max_jobs: int = 64, min_core_share: float = MIN_CORE_SHARE,
                         hasher: Callable[[str], str] | None = None) -> RunningSampler:
         """Snapshots of the jobs in this host's system (its exact state)."""
         return RunningSampler(self, process_filter or ProcessFilter(), self.clock,
-                              self.run_queue_length, max_jobs=max_jobs, hasher=hasher,
+                              self.run_queue_length, max_jobs=max_jobs,
+                              min_core_share=min_core_share, hasher=hasher,
                               name_of_uid=self.user_name)
 
     def template_feeder(self, book: TemplateBook, process_filter: ProcessFilter | None = None,

@@ -121,7 +121,8 @@ def _streams(host_id: str, settings: SensorConfig, clock: Clock, sink: RecordSin
     return HostStreams(
         host_id=host_id,
         recorder=CapacityRecorder(capacity, clock, settings.capacity_interval_seconds),
-        running=running(max_jobs=settings.running_max_jobs, hasher=hasher),
+        running=running(max_jobs=settings.running_max_jobs,
+                        min_core_share=settings.running_min_core_share, hasher=hasher),
         sink=sink.add_many, feeder=templates, book=None if templates is None else book,
         closers=closers, template_interval_seconds=settings.template_interval_seconds)
 

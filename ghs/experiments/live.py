@@ -189,6 +189,8 @@ def _run_tasks(client: Client, name: str, plan: OwnerPlan, started: float,
     while time.time() + 2 * task_seconds < end:
         try:
             params = next(h for h in client.hosts() if h.name == name)
+            # the jobs the manager's latest snapshot lists (which processes the start held)
+            running = client.history(name, since_seconds=1.0).get("running")
             answer = client.predict_answer(task_seconds * params.tau, [name],
                                            processes_per_host=1)
         except (StopIteration, ManagerError) as exc:
@@ -219,7 +221,8 @@ def _run_tasks(client: Client, name: str, plan: OwnerPlan, started: float,
                   # and calibration (factors, the calibrator's record, any envelope)
                   "served": {key: answer.host_parameters[0].get(key)
                              for key in ("start", "predictor_view")}
-                  if answer.host_parameters else None}
+                  if answer.host_parameters else None,
+                  "running_at_launch": running}
         tasks.append(record)
         if progress is not None:
             progress(record)

@@ -94,6 +94,12 @@ def test_a_short_live_run_reports_everything(tmp_path):
         # and each task keeps why it was served so: the calibration the manager applied
         calibration = task["served"]["predictor_view"]["calibration"]
         assert set(calibration["factors"]) == {"p50", "p90", "p95", "p99.6"}
+        # and the jobs the manager's latest snapshot held at launch, each with its identity
+        running = task["running_at_launch"]
+        if running is not None:
+            assert running["run_queue_length"] >= 0
+            for job in running["jobs"]:
+                assert {"user", "command", "cpu_seconds", "wall_seconds"} <= set(job)
     summary = report["summary"]
     assert summary["tasks"] == len(tasks)
     for key in ("p50_coverage", "p90_coverage"):

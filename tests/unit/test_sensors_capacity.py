@@ -220,3 +220,24 @@ def test_run_keeps_a_fixed_grid_on_a_virtual_clock_and_stops_on_the_event():
     recorder.run(stop, keep)
     assert [i.start_epoch_seconds - T0 for i in got] == pytest.approx([0, 60, 120, 180])
     assert [i.available_cpu_seconds for i in got] == pytest.approx([30.0, 40.0, 30.0, 60.0])
+
+
+def test_a_remote_task_that_ended_in_the_interval_stays_excluded_for_one_more_sample(tmp_path):
+    # the template feeder reads the accounting records of an interval's ended processes
+    # just after the sample that closes it, when such a task is gone from that sample
+    clock = VirtualClock(T0)
+    proc, source = proc_source(tmp_path, clock, exclude_pids=[50])
+    proc.add(200, uid=0, name="python", state="R", utime=100, processor=0,
+             environ=("GHS_REMOTE_TASK=1",))
+    proc.add(300, uid=1000, name="make", state="R", utime=100, processor=1)
+    proc.write()
+    source.capacity_sample()
+    assert 200 in source.excluded_pids() and 300 not in source.excluded_pids()
+    clock.advance(10.0)
+    del proc.tasks[200]
+    proc.write()
+    source.capacity_sample()
+    assert 200 in source.excluded_pids() and 300 not in source.excluded_pids()
+    clock.advance(10.0)
+    source.capacity_sample()
+    assert 200 not in source.excluded_pids()

@@ -29,15 +29,16 @@ T0 = float(BOOT + 1000)
 KEY = b"0123456789abcdef-site-key"
 
 
-def sampler_on(tmp_path, clock, *, max_jobs=64, hasher=None, **rules):
+def sampler_on(tmp_path, clock, *, max_jobs=64, hasher=None, min_core_share=0.05, **rules):
     processes = ProcfsProcessSource(str(tmp_path), ticks_per_second=HZ, boot_time=BOOT)
     rules.setdefault("remote_marker", "GHS_REMOTE_TASK")
     return RunningSampler(processes, build_filter(**rules), clock,
                           lambda: read_run_queue_length(str(tmp_path)), max_jobs=max_jobs,
-                          hasher=hasher, name_of_uid=lambda uid: f"u{uid}")
+                          min_core_share=min_core_share, hasher=hasher,
+                          name_of_uid=lambda uid: f"u{uid}")
 
 
-def test_only_local_jobs_that_run_or_used_cpu_are_listed(tmp_path):
+def test_only_local_jobs_that_run_or_used_a_share_of_a_core_are_listed(tmp_path):
     clock = VirtualClock(T0)
     proc = CoreProc(tmp_path, cores={0: [0] * 8}, procs_running=4)
     proc.add(1, uid=0, name="init", ppid=0, start=0, utime=40)
@@ -56,17 +57,44 @@ def test_only_local_jobs_that_run_or_used_cpu_are_listed(tmp_path):
     (job,) = first.jobs
     assert job.cpu_seconds == 90.0 and job.wall_seconds == pytest.approx(T0 - (BOOT + 500))
     clock.advance(60)
-    shell.utime += 3  # the owner typed something: it used CPU since the last snapshot
+    shell.utime += 3  # the owner typed something: 0.03 s of CPU in 60 s is no job
     proc.add(107, name="cc", state="S", utime=50, start=round((T0 + 30 - BOOT) * HZ))
     proc.add(108, name="sleepy", state="S", utime=0, start=round((T0 + 30 - BOOT) * HZ))
     proc.write()
     second = sampler.snapshot()
-    assert [j.command for j in second.jobs] == ["sim", "cc", "bash"]
+    assert [j.command for j in second.jobs] == ["sim", "cc"]
     assert second.to_dict()["jobs"][1] == {"cpu_seconds": 0.5, "wall_seconds": 30.0,
                                            "command": "cc", "user": "u1000"}
     clock.advance(60)
+    shell.utime += 300  # a build in the shell, 3 s of 60 (5% of a core): a job while asleep
+    proc.write()
+    assert [j.command for j in sampler.snapshot().jobs] == ["sim", "bash"]
+    clock.advance(60)
+    shell.utime += 299  # just short of 5%
     proc.write()
     assert [j.command for j in sampler.snapshot().jobs] == ["sim"]
+
+
+def test_a_share_of_zero_lists_every_process_that_used_any_cpu(tmp_path):
+    clock = VirtualClock(T0)
+    proc = CoreProc(tmp_path, cores={0: [0] * 8}, procs_running=1)
+    shell = proc.add(100, name="bash", utime=20, start=1000)
+    proc.write()
+    sampler = sampler_on(tmp_path, clock, min_core_share=0.0)
+    assert sampler.snapshot().jobs == ()
+    clock.advance(60)
+    shell.utime += 1
+    proc.write()
+    assert [j.command for j in sampler.snapshot().jobs] == ["bash"]
+    clock.advance(60)
+    proc.write()
+    assert sampler.snapshot().jobs == ()
+
+
+@pytest.mark.parametrize("share", [-0.1, 1.5, True, "0.1"])
+def test_a_share_outside_zero_to_one_is_refused_by_name(tmp_path, share):
+    with pytest.raises(InvalidArgumentError, match="min_core_share"):
+        sampler_on(tmp_path, VirtualClock(T0), min_core_share=share)
 
 
 def test_the_cap_keeps_the_largest_jobs_and_says_how_many_were_left_out(tmp_path):
