@@ -50,7 +50,8 @@ from sensors.processes import (
 HASH_HEX_CHARS = 16
 MIN_KEY_BYTES = 16
 # a sleeping process seen before is a job only if it used this share of one core since the
-# previous snapshot (a CPU-bound job that shares its core with 19 others still has a twentieth)
+# previous snapshot: a job caught waiting on I/O uses far more, a daemon's wake-ups far less
+# (a CPU-bound job is runnable whenever it is sampled, and counts whatever its share)
 MIN_CORE_SHARE = 0.05
 
 
