@@ -54,19 +54,23 @@ def simulate_cores(host: Host, share: float, *, core_rates_per_second: Sequence[
 
 def simulate_migrating(host: Host, share: float, *, core_rates_per_second: Sequence[float],
                        runs: int, rng: np.random.Generator,
-                       service: str | Demand = "exponential", warm: bool = False
-                       ) -> np.ndarray:
+                       service: str | Demand = "exponential", warm: bool = False,
+                       start_seconds: Sequence[float] | None = None) -> np.ndarray:
     """Completion times (seconds, shape (runs,)) of ``share`` reference-CPU-seconds on
     ``host`` run by ``host.processes`` unpinned processes that the kernel moves at once to
     whichever cores local jobs leave free, while core j receives its own local jobs (FCFS,
     preemptive priority) at ``core_rates_per_second[j]``: the task progresses at
     min(processes, free cores) cores and needs ``share / tau`` CPU seconds in all.
 
+    ``start_seconds``: the local work each core holds at launch (seconds, one per core: the
+    jobs running then, ahead of every later arrival), instead of idle or ``warm`` cores.
+
     Each core's busy periods are walked job by job from its own arrivals (departure times by
     the running-maximum form of Lindley's recursion) and the cores' free spans are swept
     together; migration is instant and free (the kernel's balancing delay is ignored).
     """
     rates = _checked(host, core_rates_per_second, share, runs)
+    held = _held(start_seconds, host, warm)
     law = demand_for_host(host, service) if isinstance(service, str) else service
     if (rates * law.mean_seconds >= 1).any():
         raise InvalidArgumentError("a core is saturated (rate * mean demand >= 1)",
@@ -80,7 +84,8 @@ def simulate_migrating(host: Host, share: float, *, core_rates_per_second: Seque
     for run in range(int(runs)):
         span = horizon
         while True:
-            done = _migrating_run(rates, law, need, processes, span, warm, rng)
+            done = _migrating_run(rates, law, need, processes, span + float(held.max()), warm,
+                                  rng, held)
             if done is not None:
                 out[run] = done
                 break
@@ -89,11 +94,14 @@ def simulate_migrating(host: Host, share: float, *, core_rates_per_second: Seque
 
 
 def _migrating_run(rates: np.ndarray, law: Demand, need: float, processes: int,
-                   horizon: float, warm: bool, rng: np.random.Generator) -> float | None:
-    """One run's completion time, or None if the task has not finished by ``horizon``."""
+                   horizon: float, warm: bool, rng: np.random.Generator,
+                   held: np.ndarray) -> float | None:
+    """One run's completion time, or None if the task has not finished by ``horizon``;
+    ``held``: each core's work at launch (seconds)."""
     times, steps = [np.zeros(1)], [np.array([float(rates.size)])]  # every core free at 0
-    for rate in rates:
-        start = float(stationary_backlog(rate, law, rng, 1)[0]) if warm and rate > 0 else 0.0
+    for core, rate in enumerate(rates):
+        start = float(stationary_backlog(rate, law, rng, 1)[0]) if warm and rate > 0 \
+            else float(held[core])
         count = int(rng.poisson(rate * horizon)) if rate > 0 else 0
         arrivals = np.sort(rng.uniform(0.0, horizon, count))
         demands = law.sample(rng, count)
@@ -122,6 +130,23 @@ def _migrating_run(rates: np.ndarray, law: Demand, need: float, processes: int,
         return None
     before = progress[k - 1] if k else 0.0
     return float(t[k] + (need - before) / running[k])
+
+
+def _held(start_seconds: Sequence[float] | None, host: Host, warm: bool) -> np.ndarray:
+    """Each core's work at launch (seconds; zeros when not given), after checking it."""
+    if start_seconds is None:
+        return np.zeros(host.cores)
+    try:
+        held = np.asarray(start_seconds, dtype=float).reshape(-1)
+    except (TypeError, ValueError):
+        held = np.array([np.nan])
+    if held.size != host.cores or not np.isfinite(held).all() or (held < 0).any():
+        raise InvalidArgumentError(f"start_seconds needs {host.cores} finite seconds >= 0, "
+                                   "one per core", field="start_seconds", value=start_seconds)
+    if warm:
+        raise InvalidArgumentError("start_seconds and warm are two starts: give one",
+                                   field="start_seconds", value=start_seconds)
+    return held
 
 
 def _checked(host: Host, core_rates_per_second: Sequence[float], share: float,

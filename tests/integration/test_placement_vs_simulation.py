@@ -7,7 +7,10 @@ import numpy as np
 import pytest
 
 from scheduler import Host, migrating, pinned, predict
+from scheduler.backlog import Backlog
 from scheduler.core_simulation import simulate_cores, simulate_migrating
+from scheduler.errors import InvalidArgumentError
+from scheduler.simulation import simulate
 
 MEAN_DEMAND = 120.0
 RUNS = 40_000
@@ -114,3 +117,69 @@ def test_single_process_on_two_cores_with_all_load_on_one(capsys):
         assert model.quantiles["p90"] == pytest.approx(idle_p90, rel=1e-6)
     assert idle_mean < average.mean < loaded_mean
     assert split.mean < idle_mean
+
+
+def test_migrating_simulator_starts_from_the_work_each_core_holds():
+    """Without arrivals the held work decides alone: one process waits only until some core
+    is free, two share whichever cores are."""
+    ws = host((0.0, 0.0), 1)
+    rng = np.random.default_rng(1)
+
+    def run(processes, held, work):
+        times = simulate_migrating(host((0.0, 0.0), processes), work,
+                                   core_rates_per_second=[0.0, 0.0], runs=3, rng=rng,
+                                   start_seconds=held)
+        return set(np.round(times, 9))
+
+    assert run(1, [100.0, 0.0], 60.0) == {60.0}
+    assert run(1, [100.0, 50.0], 60.0) == {110.0}
+    # one process on the free core until 100 s, then both: 100 + 20 / 2
+    assert run(2, [100.0, 0.0], 120.0) == {110.0}
+    for bad in ([100.0], [100.0, -1.0], [100.0, float("nan")]):
+        with pytest.raises(InvalidArgumentError, match="start_seconds"):
+            simulate_migrating(ws, 60.0, core_rates_per_second=[0.0, 0.0], runs=1, rng=rng,
+                               start_seconds=bad)
+    with pytest.raises(InvalidArgumentError, match="warm"):
+        simulate_migrating(ws, 60.0, core_rates_per_second=[0.0, 0.0], runs=1, rng=rng,
+                           start_seconds=[1.0, 0.0], warm=True)
+
+
+def test_held_work_on_one_core_agrees_with_the_chain_simulator():
+    """Two independent walks of one core holding 600 s of local work at launch, at load
+    0.4: the migrating sweep and the arrival-by-arrival chains (scheduler.simulation)."""
+    ws = host((0.4,), 1)
+    work = 1800.0
+    swept = simulate_migrating(ws, work, core_rates_per_second=rates(0.4), runs=4_000,
+                               rng=np.random.default_rng(21), start_seconds=[600.0])
+    chained = simulate([ws], [work], runs=40_000, rng=np.random.default_rng(22),
+                       initial_work_seconds=[[600.0]]).completion_seconds
+    error = np.hypot(swept.std() / np.sqrt(swept.size), chained.std() / np.sqrt(chained.size))
+    assert abs(swept.mean() - chained.mean()) < 4 * error
+    assert np.quantile(swept, 0.9) == pytest.approx(np.quantile(chained, 0.9), rel=0.03)
+
+
+@pytest.mark.parametrize(("loads", "held"), [
+    ((0.3, 0.3), [300.0, 0.0]),
+    ((0.5, 0.5), [100.0, 0.0]),
+    ((0.4, 0.4, 0.4), [300.0, 300.0, 0.0]),
+    ((0.6, 0.0), [300.0, 0.0]),
+])
+def test_a_job_held_on_another_core_is_predicted_on_the_safe_side(loads, held, capsys):
+    """One unpinned process while a local job runs on another core: the model lets the
+    process meet every core's backlog alike (a geometric mix), where the kernel runs it on
+    a free core; it errs long, by 15-50% on these (README, "Processes per host", and the
+    measurement log's entry of 2026-11-30 on jobs held on other cores)."""
+    ws = host(loads, 1)
+    work = 600.0
+    times = simulate_migrating(ws, work, core_rates_per_second=rates(*loads), runs=3_000,
+                               rng=np.random.default_rng(int(sum(held))),
+                               start_seconds=held)
+    jobs = sorted((b for b in held if b > 0), reverse=True)
+    model = predict([migrating(ws, [1 - u for u in loads])], work,
+                    backlog=[Backlog.exact(jobs)])
+    with capsys.disabled():
+        print(f"\nloads {loads}, held {held}, 600 s, one process: simulated mean "
+              f"{times.mean():.0f} s p90 {np.quantile(times, 0.9):.0f} s; model "
+              f"{model.mean:.0f} s p90 {model.quantiles['p90']:.0f} s")
+    assert model.mean >= times.mean()
+    assert model.quantiles["p90"] >= np.quantile(times, 0.9)
