@@ -77,7 +77,11 @@ def placed(hosts: Sequence[Host], streams: Any, processes_per_host: int | None,
                 f"{_processes(host)} per host, unpinned: run on whichever of its {host.cores} "
                 f"cores local jobs leave free (busy {1 - chosen[index].rho / host.rho:.0%} "
                 "less than its average core; cores taken as free independently within each "
-                "capacity interval)" if host.rho > 0 else
+                "capacity interval)" + (
+                    "; with jobs running at launch, on the least-held cores, meeting the load of "
+                    "the cores not held while the others work off their jobs (cores evenly "
+                    "loaded)" if chosen[index].core_rho is not None else "")
+                if host.rho > 0 else
                 f"{_processes(host)} per host, unpinned, on an idle host")
             continue
         loads = core_utilisation(streams, host.name)
@@ -104,8 +108,11 @@ def load_scales(before: Sequence[Host], after: Sequence[Host]) -> list[float]:
 
 
 def scaled(hosts: Sequence[Host], scales: Sequence[float] | None) -> list[Host]:
-    """``hosts`` with lam and rho times ``scales`` (None: unchanged)."""
+    """``hosts`` with lam and rho times ``scales`` (None: unchanged). A host that keeps its
+    cores' own load (``Host.core_rho``, unpinned processes on evenly loaded cores) keeps its
+    unscaled rho there: a view's forecast is its cores' load."""
     if scales is None:
         return list(hosts)
-    return [h if s == 1.0 else replace(h, lam=h.lam * s, rho=h.rho * s)
+    return [h if s == 1.0 else replace(h, lam=h.lam * s, rho=h.rho * s,
+                                       core_rho=None if h.core_rho is None else h.rho)
             for h, s in zip(hosts, scales, strict=True)]

@@ -39,8 +39,10 @@ MAX_ROUNDS = 40
 def log_cdf(servers: ServerLaws, x: np.ndarray) -> np.ndarray:
     """log F(x) of the max over each problem's servers; x has shape (B, K), servers (B, n)."""
     per_server = servers_log_cdf(servers, x)
-    return np.sum(np.where(servers.mult[:, None, :] > 0,
-                           servers.mult[:, None, :] * per_server, 0.0), axis=-1)
+    # a server of no processes (0 x -inf before its start) is left out, not multiplied
+    with np.errstate(invalid="ignore"):
+        return np.sum(np.where(servers.mult[:, None, :] > 0,
+                               servers.mult[:, None, :] * per_server, 0.0), axis=-1)
 
 
 def servers_log_cdf(servers: ServerLaws, x: np.ndarray) -> np.ndarray:

@@ -70,7 +70,10 @@ class Host:
     (seconds); rho: CPU utilisation by local jobs in [0, 1); tau: speed relative to the
     reference machine; cores: identical CPU cores, each modelled as its own server;
     processes: how many processes run the host's share (1..cores, default all cores), each
-    on one core (see ``with_processes`` for the load each one sees).
+    on one core (see ``with_processes`` for the load each one sees); core_rho: each core's
+    local utilisation before the processes were placed, kept by
+    :func:`scheduler.placement.migrating` for unpinned processes that move between cores
+    (None otherwise; :mod:`scheduler.held_phase` reads it when jobs hold cores at launch).
     """
 
     name: str
@@ -81,6 +84,7 @@ class Host:
     tau: float = 1.0
     cores: int = 1
     processes: int | None = None
+    core_rho: float | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name.strip():
@@ -146,6 +150,12 @@ class Host:
                 f"host {name!r}: processes must be a whole number from 1 to its "
                 f"{self.cores} cores, got {processes!r}", field="processes", value=processes)
         object.__setattr__(self, "processes", int(processes))
+        if self.core_rho is not None:
+            core_rho = _check_finite(name, "core_rho", self.core_rho)
+            if not 0.0 <= core_rho < 1.0:
+                raise InvalidHostError(f"host {name!r}: core_rho must be in [0, 1), got "
+                                       f"{core_rho!r}", field="core_rho", value=core_rho)
+            object.__setattr__(self, "core_rho", core_rho)
 
     @property
     def capacity(self) -> float:
@@ -161,6 +171,8 @@ class HostArrays:
     ``backlog``: the local work each host's cores hold at launch (a
     ``scheduler.backlog.BacklogArrays``), or None for the paper's idle start.
     ``process_counts``: processes running each host's share (None: one per core).
+    ``core_rho``: each host's ``Host.core_rho`` (NaN where None), or None where no host
+    has one.
     """
 
     names: tuple[str, ...]
@@ -172,6 +184,7 @@ class HostArrays:
     cores: np.ndarray
     backlog: Any = None
     process_counts: np.ndarray | None = None
+    core_rho: np.ndarray | None = None
 
     @property
     def processes(self) -> np.ndarray:
@@ -189,6 +202,8 @@ class HostArrays:
             tau=np.array([h.tau for h in hosts], dtype=float),
             cores=np.array([h.cores for h in hosts], dtype=float),
             process_counts=np.array([h.processes for h in hosts], dtype=float),
+            core_rho=None if all(h.core_rho is None for h in hosts) else np.array(
+                [np.nan if h.core_rho is None else h.core_rho for h in hosts], dtype=float),
         )
 
     def __len__(self) -> int:

@@ -19,7 +19,7 @@ from typing import Protocol, overload
 
 import numpy as np
 
-from scheduler import fits
+from scheduler import fits, held_phase
 from scheduler.choices import DEFAULT_DISTRIBUTION
 from scheduler.hosts import HostArrays
 
@@ -332,12 +332,13 @@ def _build_mixture(arrays: HostArrays, shares: np.ndarray, codes: np.ndarray
     backlog = arrays.backlog
     atoms, weights = backlog.atoms()
     # a host given no work is not in the set: its backlog must not hold back log F
-    t = (shares / (arrays.processes * arrays.tau))[..., None, None] + np.where(
-        shares[..., None, None] > 0, atoms, 0.0)
+    dedicated = shares / (arrays.processes * arrays.tau)
+    t = dedicated[..., None, None] + np.where(shares[..., None, None] > 0, atoms, 0.0)
     t = np.where(backlog.mult[..., None] > 0, t, 0.0)
+    placed = held_phase.process_mult(arrays)
+    lam_server, rho = _loads(arrays, dedicated, placed)
+    lam_server, rho = lam_server[..., None, None], rho[..., None, None]
     expand = (slice(None),) * (arrays.lam.ndim) + (None, None)
-    lam_server = (arrays.lam / arrays.cores)[expand]
-    rho = arrays.rho[expand]
     q, m1, v = _vanishing(*conditional_moments(lam_server, rho,
                                                arrays.demand_second_moment[expand], t), t)
     has_delay = m1 > 0
@@ -345,7 +346,7 @@ def _build_mixture(arrays: HostArrays, shares: np.ndarray, codes: np.ndarray
     p1, p2 = fits.fit(code, np.where(has_delay, m1, 1.0), np.where(has_delay, v, 1.0))
     flat = (*t.shape[:-3], t.shape[-3] * t.shape[-2], t.shape[-1])
     weight = np.broadcast_to(weights, t.shape).reshape(flat)
-    mult = np.where(shares[..., None] > 0, _process_mult(arrays), 0.0).reshape(flat[:-1])
+    mult = np.where(shares[..., None] > 0, placed, 0.0).reshape(flat[:-1])
     parts = Servers(t=t.reshape(flat), q=q.reshape(flat), code=code.reshape(flat),
                     p1=p1.reshape(flat), p2=p2.reshape(flat),
                     mult=np.zeros(flat))
@@ -367,10 +368,12 @@ def collapsed_servers(arrays: HostArrays, shares: np.ndarray, codes: np.ndarray)
     extra_var = np.where(used, backlog.extra_var, 0.0)
     none = np.where(used, backlog.none, 1.0)
     expand = (slice(None),) * (arrays.lam.ndim) + (None,)
-    lam = (arrays.lam / arrays.cores)[expand]
-    rho = arrays.rho[expand]
+    dedicated = shares / (arrays.processes * arrays.tau)
+    placed = held_phase.process_mult(arrays)
+    lam, rho = _loads(arrays, dedicated, placed)
+    lam, rho = lam[..., None], rho[..., None]
     ex2 = arrays.demand_second_moment[expand]
-    start = (shares / (arrays.processes * arrays.tau))[..., None] + low
+    start = dedicated[..., None] + low
     # padding groups (no cores) must not hold back F: they finish at once
     start = np.where(backlog.mult > 0, start, 0.0)
     base = start + extra_mean
@@ -389,14 +392,16 @@ def collapsed_servers(arrays: HostArrays, shares: np.ndarray, codes: np.ndarray)
     code = np.broadcast_to(np.asarray(codes)[..., None], start.shape)
     p1, p2 = fits.fit(code, np.where(usable, m1, 1.0), np.where(usable, v, 1.0))
     flat = (*start.shape[:-2], start.shape[-2] * start.shape[-1])
-    mult = np.where(shares[..., None] > 0, _process_mult(arrays), 0.0)
+    mult = np.where(shares[..., None] > 0, placed, 0.0)
     return Servers(t=start.reshape(flat), q=np.where(usable, q, 0.0).reshape(flat),
                    code=code.reshape(flat), p1=p1.reshape(flat), p2=p2.reshape(flat),
                    mult=mult.reshape(flat))
 
 
-def _process_mult(arrays: HostArrays) -> np.ndarray:
-    """Processes per core group: with n of c cores running the share, each process is as
-    likely to meet any core's backlog, so a group of g cores weighs n g / c (a geometric mix of
-    the groups' laws, exact when the groups agree)."""
-    return arrays.backlog.mult * arrays.spread[..., None]
+def _loads(arrays: HostArrays, dedicated: np.ndarray, placed: np.ndarray
+           ) -> tuple[np.ndarray, np.ndarray]:
+    """Each server's local arrival rate (1/s) and utilisation, (H,) or the shares' shape
+    where jobs held at launch change the load the processes meet (scheduler.held_phase)."""
+    lam, rho = arrays.lam / arrays.cores, arrays.rho
+    ratio = held_phase.load_ratio(arrays, dedicated, placed)
+    return (lam, rho) if ratio is None else (lam * ratio, rho * ratio)

@@ -407,4 +407,5 @@ def _gather(arrays: HostArrays, members: np.ndarray) -> HostArrays:
                       sigma=arrays.sigma[members], rho=arrays.rho[members],
                       tau=arrays.tau[members], cores=arrays.cores[members],
                       process_counts=arrays.processes[members],
+                      core_rho=None if arrays.core_rho is None else arrays.core_rho[members],
                       backlog=None if arrays.backlog is None else arrays.backlog.take(members))
