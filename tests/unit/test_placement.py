@@ -199,3 +199,39 @@ def test_a_fresh_load_estimate_takes_the_placement_scaling():
     assert (moved[0].lam, moved[0].rho) == (0.0, 0.0)
     assert moved[1] == forecast[1]
     assert scaled(forecast, None) == forecast
+
+
+def test_a_job_held_at_launch_on_evenly_loaded_cores_follows_the_held_phase(tmp_path,
+                                                                          monkeypatch):
+    """The model's manager, a 2-core host whose capacity series shows both cores at 0.3 and
+    whose fresh snapshot holds a job with some 590 s to go: one unpinned process starts on
+    the free core, not behind the job, and meets that core's own load while the other works
+    the job off (scheduler.held_phase); the answer says so. Its mean lies above the idle
+    start's (which meets only the all-busy fraction) and below the geometric mix's (the
+    same host taken as unevenly loaded), which puts half the process behind the job."""
+    store = ManagerStore(tmp_path / "m.sqlite")
+    store.upsert_host(facts("even", cores=2, seen=time.time()))
+    store.add_measurements(rows("even", 48, rho=0.3, lam=0.001, demand=600.0))
+    store.streams.add("even", "capacity", capacity("even", [0.3, 0.3]))
+    store.streams.add("even", "running", [{
+        "seq": 0, "epoch_seconds": 1.0e9 + 24 * HOUR, "run_queue_length": 1,
+        "jobs": [{"cpu_seconds": 10.0, "wall_seconds": 12.0, "command": "sim",
+                  "user": "ann"}]}])
+
+    def ask(start):
+        with serving(store, SchedulerConfig(predictor="model", start_state=start)) as (
+                endpoint, context), Client(endpoint, context=context,
+                                           timeout_seconds=10) as client:
+            return (client._ask(PredictRequest(request_id=1, work_seconds=HOUR,
+                                               processes_per_host=1)),
+                    client.predict_answer(HOUR, processes_per_host=1))
+
+    body, answer = ask("auto")
+    idle, _ = ask("idle")
+    monkeypatch.setattr("scheduler.placement.EVEN_LOAD_TOLERANCE", -1.0)
+    mix, mixed = ask("auto")
+    assert body["hosts"][0]["backlog"]["source"] == "snapshot"
+    assert body["hosts"][0]["backlog"]["mean_seconds"] > 250.0  # the job's 590 s over 2 cores
+    assert "least-held cores" in answer.assumptions.processes
+    assert "least-held cores" not in mixed.assumptions.processes
+    assert HOUR < idle["mean"] < body["mean"] < 0.95 * mix["mean"]
