@@ -78,6 +78,8 @@ def placed(hosts: Sequence[Host], streams: Any, processes_per_host: int | None,
                 f"cores local jobs leave free (busy {1 - chosen[index].rho / host.rho:.0%} "
                 "less than its average core; cores taken as free independently within each "
                 "capacity interval)" + (
+                    "; the processes share the free cores, taken as one server"
+                    if host.processes > 1 else "") + (
                     "; with jobs running at launch, on the least-held cores, meeting the load of "
                     "the cores not held while the others work off their jobs (cores evenly "
                     "loaded)" if chosen[index].core_rho is not None else "")

@@ -58,7 +58,16 @@ def applies(arrays: Any) -> np.ndarray:
 def process_mult(arrays: Any) -> np.ndarray:
     """(..., H, G) processes per core group of the backlog: on the hosts the rule applies
     to, the processes fill the least-held groups first; elsewhere each group weighs n g / c
-    (the geometric mix)."""
+    (the geometric mix). Processes that pool the free cores (``Host.pooled``) are one
+    server: the weights over their count."""
+    mix = _least_held(arrays)
+    if arrays.pooled is None:
+        return mix
+    # processes that pool the free cores are one server: each group's weight over them
+    return np.where(arrays.pooled[..., None], mix / arrays.processes[..., None], mix)
+
+
+def _least_held(arrays: Any) -> np.ndarray:
     backlog = arrays.backlog
     mix = backlog.mult * arrays.spread[..., None]
     chosen = applies(arrays)
@@ -81,16 +90,16 @@ def process_mult(arrays: Any) -> np.ndarray:
     return mix
 
 
-def load_ratio(arrays: Any, dedicated_seconds: np.ndarray, mult: np.ndarray
-               ) -> np.ndarray | None:
+def load_ratio(arrays: Any, dedicated_seconds: np.ndarray) -> np.ndarray | None:
     """Factor on each host's lam and rho (the shape of ``dedicated_seconds`` and the hosts'
-    broadcast) for processes of ``dedicated_seconds`` each, placed as ``mult``
-    ((..., H, G), :func:`process_mult`): the time-average over the run of the busy fraction
-    the processes meet, over its value with every core available; 1 where the rule does not
-    apply (None where it applies to no host, so the usual path does no arithmetic for it)."""
+    broadcast) for processes of ``dedicated_seconds`` each on the least-held cores: the
+    time-average over the run of the busy fraction the processes meet, over its value with
+    every core available; 1 where the rule does not apply (None where it applies to no
+    host, so the usual path does no arithmetic for it)."""
     chosen = applies(arrays)
     if not chosen.any():
         return None
+    mult = _least_held(arrays)
     t = np.asarray(dedicated_seconds, dtype=float)
     shape = np.broadcast_shapes(t.shape, chosen.shape)
     where = np.broadcast_to(chosen, shape)

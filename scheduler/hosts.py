@@ -73,7 +73,10 @@ class Host:
     on one core (see ``with_processes`` for the load each one sees); core_rho: each core's
     local utilisation before the processes were placed, kept by
     :func:`scheduler.placement.migrating` for unpinned processes that move between cores
-    (None otherwise; :mod:`scheduler.held_phase` reads it when jobs hold cores at launch).
+    (None otherwise; :mod:`scheduler.held_phase` reads it when jobs hold cores at launch);
+    pooled: the processes share whichever cores local jobs leave free (set by ``migrating``),
+    so the share is one server of their dedicated time at the host's all-busy fraction, not
+    ``processes`` servers finishing with the slowest.
     """
 
     name: str
@@ -85,6 +88,7 @@ class Host:
     cores: int = 1
     processes: int | None = None
     core_rho: float | None = None
+    pooled: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name.strip():
@@ -156,6 +160,10 @@ class Host:
                 raise InvalidHostError(f"host {name!r}: core_rho must be in [0, 1), got "
                                        f"{core_rho!r}", field="core_rho", value=core_rho)
             object.__setattr__(self, "core_rho", core_rho)
+        if not isinstance(self.pooled, (bool, np.bool_)):
+            raise InvalidHostError(f"host {name!r}: pooled must be true or false, got "
+                                   f"{self.pooled!r}", field="pooled", value=self.pooled)
+        object.__setattr__(self, "pooled", bool(self.pooled))
 
     @property
     def capacity(self) -> float:
@@ -172,7 +180,7 @@ class HostArrays:
     ``scheduler.backlog.BacklogArrays``), or None for the paper's idle start.
     ``process_counts``: processes running each host's share (None: one per core).
     ``core_rho``: each host's ``Host.core_rho`` (NaN where None), or None where no host
-    has one.
+    has one; ``pooled``: each host's ``Host.pooled``, or None where none is.
     """
 
     names: tuple[str, ...]
@@ -185,6 +193,7 @@ class HostArrays:
     backlog: Any = None
     process_counts: np.ndarray | None = None
     core_rho: np.ndarray | None = None
+    pooled: np.ndarray | None = None
 
     @property
     def processes(self) -> np.ndarray:
@@ -204,7 +213,17 @@ class HostArrays:
             process_counts=np.array([h.processes for h in hosts], dtype=float),
             core_rho=None if all(h.core_rho is None for h in hosts) else np.array(
                 [np.nan if h.core_rho is None else h.core_rho for h in hosts], dtype=float),
+            pooled=np.array([h.pooled for h in hosts]) if any(h.pooled for h in hosts)
+            else None,
         )
+
+    @property
+    def server_processes(self) -> np.ndarray:
+        """Servers each host's share runs as: its processes, one where they pool the free
+        cores (``Host.pooled``)."""
+        if self.pooled is None:
+            return self.processes
+        return np.where(self.pooled, 1.0, self.processes)
 
     def __len__(self) -> int:
         return len(self.names)

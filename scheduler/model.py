@@ -322,7 +322,7 @@ def build_servers(arrays: HostArrays, shares: np.ndarray, codes: np.ndarray,
                                                arrays.demand_second_moment, t), t)
     has_delay = m1 > 0
     p1, p2 = fits.fit(codes, np.where(has_delay, m1, 1.0), np.where(has_delay, v, 1.0))
-    mult = np.where(shares > 0, arrays.processes, 0.0)
+    mult = np.where(shares > 0, arrays.server_processes, 0.0)
     return Servers(t=t, q=q, code=np.broadcast_to(codes, t.shape), p1=p1, p2=p2, mult=mult)
 
 
@@ -336,7 +336,7 @@ def _build_mixture(arrays: HostArrays, shares: np.ndarray, codes: np.ndarray
     t = dedicated[..., None, None] + np.where(shares[..., None, None] > 0, atoms, 0.0)
     t = np.where(backlog.mult[..., None] > 0, t, 0.0)
     placed = held_phase.process_mult(arrays)
-    lam_server, rho = _loads(arrays, dedicated, placed)
+    lam_server, rho = _loads(arrays, dedicated)
     lam_server, rho = lam_server[..., None, None], rho[..., None, None]
     expand = (slice(None),) * (arrays.lam.ndim) + (None, None)
     q, m1, v = _vanishing(*conditional_moments(lam_server, rho,
@@ -370,7 +370,7 @@ def collapsed_servers(arrays: HostArrays, shares: np.ndarray, codes: np.ndarray)
     expand = (slice(None),) * (arrays.lam.ndim) + (None,)
     dedicated = shares / (arrays.processes * arrays.tau)
     placed = held_phase.process_mult(arrays)
-    lam, rho = _loads(arrays, dedicated, placed)
+    lam, rho = _loads(arrays, dedicated)
     lam, rho = lam[..., None], rho[..., None]
     ex2 = arrays.demand_second_moment[expand]
     start = dedicated[..., None] + low
@@ -398,10 +398,9 @@ def collapsed_servers(arrays: HostArrays, shares: np.ndarray, codes: np.ndarray)
                    mult=mult.reshape(flat))
 
 
-def _loads(arrays: HostArrays, dedicated: np.ndarray, placed: np.ndarray
-           ) -> tuple[np.ndarray, np.ndarray]:
+def _loads(arrays: HostArrays, dedicated: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Each server's local arrival rate (1/s) and utilisation, (H,) or the shares' shape
     where jobs held at launch change the load the processes meet (scheduler.held_phase)."""
     lam, rho = arrays.lam / arrays.cores, arrays.rho
-    ratio = held_phase.load_ratio(arrays, dedicated, placed)
+    ratio = held_phase.load_ratio(arrays, dedicated)
     return (lam, rho) if ratio is None else (lam * ratio, rho * ratio)

@@ -148,7 +148,7 @@ def migrating(host: Host, free_fractions: Any, weights: Any = None) -> Host:
     even = bool(np.abs(busy - busy.mean()).max() <= EVEN_LOAD_TOLERANCE)
     return replace(host, lam=host.lam * ratio, rho=host.rho * ratio,
                    core_rho=host.core_rho if host.core_rho is not None or not even
-                   else host.rho)
+                   else host.rho, pooled=True)
 
 
 def _fractions(free_fractions: Any, host: Host) -> np.ndarray:

@@ -408,4 +408,5 @@ def _gather(arrays: HostArrays, members: np.ndarray) -> HostArrays:
                       tau=arrays.tau[members], cores=arrays.cores[members],
                       process_counts=arrays.processes[members],
                       core_rho=None if arrays.core_rho is None else arrays.core_rho[members],
+                      pooled=None if arrays.pooled is None else arrays.pooled[members],
                       backlog=None if arrays.backlog is None else arrays.backlog.take(members))

@@ -79,16 +79,25 @@ def test_an_unpinned_process_runs_wherever_a_core_is_free(loads):
     assert model.quantiles["p90"] == pytest.approx(p90, rel=0.03)
 
 
-def test_several_unpinned_processes_are_predicted_on_the_safe_side():
-    """Two processes on four cores share the free cores (the task moves at min(2, free)
-    cores); the model runs them as two servers that finish with the slower, a little
-    pessimistic (README, "Processes per host")."""
-    loads = (0.3, 0.3, 0.3, 0.3)
-    ws = host(loads, 2)
-    mean, p90 = migrated(ws, loads, seed=5)
-    model = predict([migrating(ws, [1 - u for u in loads])], WORK)
-    assert mean <= model.mean <= 1.025 * mean
-    assert p90 <= model.quantiles["p90"] <= 1.04 * p90
+@pytest.mark.parametrize(("loads", "processes"), [
+    ((0.3, 0.3, 0.3, 0.3), 2),
+    ((0.5, 0.5, 0.5, 0.5), 3),
+    ((0.5,) * 8, 4),
+    ((0.6, 0.2, 0.4, 0.3), 2),
+])
+def test_several_unpinned_processes_pool_the_free_cores(loads, processes):
+    """Several processes the kernel moves to any free core share them: the task moves at
+    min(N, free) cores. The model runs them as one server of their dedicated time at the
+    all-busy fraction (Host.pooled); as N servers finishing with the slowest it erred
+    1.5-13% long on the mean and 3-18% on the p90 on these. A pooled server stops whole where
+    the task only slows, so it stays a little long (README, "Processes per host")."""
+    ws = host(loads, processes)
+    mean, p90 = migrated(ws, loads, seed=5 + processes)
+    placed = migrating(ws, [1 - u for u in loads])
+    assert placed.pooled
+    model = predict([placed], WORK)
+    assert mean * 0.995 <= model.mean <= 1.03 * mean
+    assert p90 * 0.99 <= model.quantiles["p90"] <= 1.07 * p90
 
 
 def test_single_process_on_two_cores_with_all_load_on_one(capsys):
@@ -189,22 +198,24 @@ def test_a_job_held_on_another_core_is_predicted_on_the_safe_side(loads, held, c
 SHORT_DEMAND = 20.0
 
 
-@pytest.mark.parametrize(("loads", "held", "work"), [
-    ((0.3, 0.3), [300.0, 0.0], 600.0),
-    ((0.3, 0.3), [3000.0, 0.0], 600.0),
-    ((0.4, 0.4, 0.4), [300.0, 0.0, 0.0], 600.0),
-    ((0.4, 0.4, 0.4), [300.0, 300.0, 0.0], 600.0),
-    ((0.5, 0.5), [1000.0, 0.0], 600.0),
-    ((0.5, 0.5), [300.0, 100.0], 600.0),
+@pytest.mark.parametrize(("loads", "held", "work", "processes"), [
+    ((0.3, 0.3), [300.0, 0.0], 600.0, 1),
+    ((0.3, 0.3), [3000.0, 0.0], 600.0, 1),
+    ((0.4, 0.4, 0.4), [300.0, 0.0, 0.0], 600.0, 1),
+    ((0.4, 0.4, 0.4), [300.0, 300.0, 0.0], 600.0, 1),
+    ((0.5, 0.5), [1000.0, 0.0], 600.0, 1),
+    ((0.5, 0.5), [300.0, 100.0], 600.0, 1),
+    ((0.4, 0.4, 0.4, 0.4), [300.0, 0.0, 0.0, 0.0], 1200.0, 2),
 ])
-def test_jobs_held_on_evenly_loaded_cores_against_the_migrating_simulator(loads, held, work):
-    """One unpinned process on evenly loaded cores while jobs hold some of them at launch
-    (20 s local demands): the process starts on the least-held core and meets the free
+def test_jobs_held_on_evenly_loaded_cores_against_the_migrating_simulator(loads, held, work,
+                                                                          processes):
+    """Unpinned processes on evenly loaded cores while jobs hold some of them at launch
+    (20 s local demands): the processes start on the least-held cores and meet the free
     cores' load while the others work off their jobs. The rule is an approximation (the
     held phase taken at its mean length): within 0-5% of the simulator's mean and -3% to
     +9% of its p90 on these, where the geometric mix erred 3-350% long."""
     ws = Host("ws", lam=sum(loads) / SHORT_DEMAND, mu=1 / SHORT_DEMAND, sigma=SHORT_DEMAND,
-              rho=sum(loads) / len(loads), cores=len(loads), processes=1)
+              rho=sum(loads) / len(loads), cores=len(loads), processes=processes)
     times = simulate_migrating(ws, work, core_rates_per_second=[u / SHORT_DEMAND
                                                                 for u in loads],
                                runs=4_000, rng=np.random.default_rng(int(sum(held)) + 5),

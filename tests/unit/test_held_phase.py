@@ -40,13 +40,12 @@ def test_without_core_load_the_geometric_mix_stays():
     arrays = host_arrays([two_cores(core_rho=None)], [Backlog.exact([300.0])])
     mult = process_mult(arrays)
     assert np.allclose(mult[arrays.backlog.mult > 0], 0.5)
-    assert load_ratio(arrays, np.array([600.0]), mult) is None
+    assert load_ratio(arrays, np.array([600.0])) is None
 
 
 def test_the_held_phase_raises_the_load_and_fades_with_the_run():
     arrays = host_arrays([two_cores(rho=0.09)], [Backlog.exact([300.0])])
-    mult = process_mult(arrays)
-    short, long_run = load_ratio(arrays, np.array([[60.0], [1e7]]), mult)[:, 0]
+    short, long_run = load_ratio(arrays, np.array([[60.0], [1e7]]))[:, 0]
     # while the other core is held the process meets its own core's 0.3, not both cores'
     # 0.09: a short run almost wholly in the held phase sees nearly 0.3 / 0.09
     assert 3.0 < short <= 0.3 / 0.09 + 1e-12
@@ -60,7 +59,7 @@ def test_a_job_on_every_core_leaves_the_ratio_at_the_process_own_core():
     mult = process_mult(arrays)
     held = arrays.backlog.low + arrays.backlog.extra_mean
     assert mult[0][held[0] == 100.0].sum() == 1.0
-    ratio = load_ratio(arrays, np.array([600.0]), mult)
+    ratio = load_ratio(arrays, np.array([600.0]))
     assert ratio is not None and ratio[0] >= 1.0
 
 
@@ -105,3 +104,25 @@ def test_a_selection_scores_held_hosts_as_a_prediction_of_its_set_does():
     again = predict(chosen, 3600.0, backlog=[starts[h.name] for h in chosen])
     assert again.mean == pytest.approx(plan.prediction.mean, rel=1e-9)
     assert all(h.core_rho is not None for h in hosts)
+
+
+def test_pooled_is_checked_and_set_by_migrating():
+    with pytest.raises(InvalidHostError, match="pooled must be true or false"):
+        replace(two_cores(), pooled="yes")
+    host = Host("ws", lam=0.09 / 20.0, mu=1 / 20.0, sigma=20.0, rho=0.3, cores=3,
+                processes=2)
+    assert migrating(host, [0.7, 0.7, 0.7]).pooled
+    assert not migrating(replace(host, processes=3), [0.7, 0.7, 0.7]).pooled
+    assert not host.pooled
+
+
+def test_pooled_processes_are_one_server_of_their_dedicated_time():
+    """N pooled processes of w / N each are the law of one process of w / N on the host."""
+    host = Host("ws", lam=4 * 0.2 / 30.0, mu=1 / 30.0, sigma=30.0, rho=0.2, cores=4,
+                processes=2, pooled=True)
+    pooled = predict([host], 7200.0)
+    one = predict([replace(host, processes=1, pooled=False)], 3600.0)
+    assert pooled.mean == pytest.approx(one.mean, rel=1e-12)
+    assert pooled.quantiles["p90"] == pytest.approx(one.quantiles["p90"], rel=1e-9)
+    apart = predict([replace(host, pooled=False)], 7200.0)
+    assert apart.mean > pooled.mean  # the slower of two servers
