@@ -68,20 +68,19 @@ def process_mult(arrays: Any) -> np.ndarray:
 
 
 def _least_held(arrays: Any) -> np.ndarray:
+    """:func:`process_mult` before pooling: processes per group, the least-held first."""
     backlog = arrays.backlog
     mix = backlog.mult * arrays.spread[..., None]
     chosen = applies(arrays)
     if not chosen.any():
         return mix
-    def each_group(values: np.ndarray) -> np.ndarray:
-        return np.broadcast_to(values, (*chosen.shape, values.shape[-1]))[chosen]
-
-    cores = each_group(backlog.mult)
-    held = np.where(cores > 0, each_group(backlog.low + backlog.extra_mean), np.inf)
+    cores = _picked(backlog.mult, chosen, groups=True)
+    held = np.where(cores > 0, _picked(backlog.low + backlog.extra_mean, chosen, True),
+                    np.inf)
     order = np.argsort(held, axis=1, kind="stable")
     sorted_cores = np.take_along_axis(cores, order, axis=1)
     before = np.cumsum(sorted_cores, axis=1) - sorted_cores
-    wanted = np.broadcast_to(arrays.processes, chosen.shape)[chosen][:, None]
+    wanted = _picked(arrays.processes, chosen)[:, None]
     placed = np.clip(wanted - before, 0.0, sorted_cores)
     out = np.empty_like(placed)
     np.put_along_axis(out, order, placed, axis=1)
@@ -99,67 +98,77 @@ def load_ratio(arrays: Any, dedicated_seconds: np.ndarray) -> np.ndarray | None:
     chosen = applies(arrays)
     if not chosen.any():
         return None
-    mult = _least_held(arrays)
     t = np.asarray(dedicated_seconds, dtype=float)
     shape = np.broadcast_shapes(t.shape, chosen.shape)
     where = np.broadcast_to(chosen, shape)
-    ratio = np.ones(shape)
-
-    def each(values: Any) -> np.ndarray:
-        # a host's figure for every problem it is in, the chosen ones only
-        return np.broadcast_to(values, shape)[where]
-
-    def each_group(values: np.ndarray) -> np.ndarray:
-        return np.broadcast_to(values, (*shape, values.shape[-1]))[where]
-
-    backlog = arrays.backlog
-    core_rho = each(arrays.core_rho)
-    cores = each(arrays.cores).astype(int)
-    processes = each(arrays.processes).astype(int)
-    table = _busy_table(core_rho, cores, processes)  # (n, max cores + 1)
-    rows = np.arange(core_rho.size)
-    all_free = table[rows, cores]
-    group_cores = each_group(backlog.mult)
-    held = each_group(backlog.low + backlog.extra_mean)
-    own_count = each_group(mult)
-    own = np.max(np.where(own_count > 0, held, 0.0), axis=1)
-    others = np.maximum(group_cores - own_count, 0.0)
-    drains = np.where((others > 0) & (held > 0), held / (1.0 - core_rho[:, None]), 0.0)
-    # segments between the drains: on [e_j, e_j+1) the cores of the groups not yet drained
-    # are held
-    order = np.argsort(drains, axis=1)
-    ends = np.take_along_axis(drains, order, axis=1)
-    counts = np.take_along_axis(np.where(drains > 0, others, 0.0), order, axis=1)
-    total = counts.sum(axis=1, keepdims=True)
-    held_in = np.concatenate([total, total - np.cumsum(counts, axis=1)], axis=1)
-    available = np.clip(cores[:, None] - held_in, 0, None).astype(int)
-    value = table[rows[:, None], available]  # (n, G + 1)
-    edges = np.concatenate([np.zeros((rows.size, 1)), ends, np.full((rows.size, 1), np.inf)],
-                           axis=1)
-    rho = each(arrays.rho)
-    work = t[where] if t.shape == shape else np.broadcast_to(t, shape)[where]
-    work = work + own
+    core_rho, rho = _picked(arrays.core_rho, where), _picked(arrays.rho, where)
+    placed = _picked(_least_held(arrays), where, groups=True)
+    edges, busy, all_free = _held_segments(arrays, where, core_rho, placed)
+    # the processes start once their own cores' held work is done
+    held = _picked(arrays.backlog.low + arrays.backlog.extra_mean, where, groups=True)
+    own = np.max(np.where(placed > 0, held, 0.0), axis=1)
+    work = _picked(t, where) + own
     scale = np.divide(1.0, all_free, out=np.zeros_like(all_free), where=all_free > 0)
     # never more than the process's own core's load (a host whose cores' free spans are
     # correlated can sit above the binomial all-cores figure)
     cap = np.divide(core_rho, rho, out=np.ones_like(rho), where=rho > 0)
     factor = np.ones(work.shape)
     for _ in range(_LENGTH_STEPS):
+        # the run's mean length at the load as it stands (rho' < 1: the factor is capped)
         length = work / np.maximum(1.0 - rho * factor, 1e-9)
-        clipped = np.minimum(edges, length[:, None])
-        mean_busy = (np.diff(clipped, axis=1) * value).sum(axis=1) / np.maximum(length, 1e-300)
+        spent = np.diff(np.minimum(edges, length[:, None]), axis=1)
+        mean_busy = (spent * busy).sum(axis=1) / np.maximum(length, 1e-300)
         factor = np.minimum(np.where(all_free > 0, mean_busy * scale, 1.0), cap)
+    ratio = np.ones(shape)
     ratio[where] = np.where(work > 0, factor, 1.0)
     return ratio
 
 
+def _held_segments(arrays: Any, where: np.ndarray, core_rho: np.ndarray,
+                   placed: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """For the problems ``where``, with ``placed`` (n, G) processes per group: (n, G + 2)
+    times (seconds from launch) at which the held cores not running processes come free,
+    from 0 to infinity; (n, G + 1) the busy fraction the processes meet between each two;
+    (n,) that fraction with every core available."""
+    backlog = arrays.backlog
+    cores = _picked(arrays.cores, where).astype(int)
+    table = _busy_table(core_rho, cores, _picked(arrays.processes, where).astype(int))
+    rows = np.arange(cores.size)
+    held = _picked(backlog.low + backlog.extra_mean, where, groups=True)
+    others = np.maximum(_picked(backlog.mult, where, groups=True) - placed, 0.0)
+    # each held core is held for its work's mean busy period
+    drains = np.where((others > 0) & (held > 0), held / (1.0 - core_rho[:, None]), 0.0)
+    order = np.argsort(drains, axis=1)
+    ends = np.take_along_axis(drains, order, axis=1)
+    counts = np.take_along_axis(np.where(drains > 0, others, 0.0), order, axis=1)
+    total = counts.sum(axis=1, keepdims=True)
+    # cores held on [e_j, e_j+1): those of the groups not yet come free
+    still = np.concatenate([total, total - np.cumsum(counts, axis=1)], axis=1)
+    available = np.clip(cores[:, None] - still, 0, None).astype(int)
+    edges = np.concatenate([np.zeros((cores.size, 1)), ends,
+                            np.full((cores.size, 1), np.inf)], axis=1)
+    return edges, table[rows[:, None], available], table[rows, cores]
+
+
+def _picked(values: Any, where: np.ndarray, groups: bool = False) -> np.ndarray:
+    """A host's figure for every problem it is in (``where``'s shape), at ``where`` only:
+    (n,), or with ``groups`` its (G,) row of core groups, (n, G)."""
+    values = np.asarray(values)
+    shape = (*where.shape, values.shape[-1]) if groups else where.shape
+    return np.broadcast_to(values, shape)[where]
+
+
 def _busy_table(core_rho: np.ndarray, cores: np.ndarray, processes: np.ndarray) -> np.ndarray:
     """(n, max cores + 1): 1 - E[min(n, F)] / n for F ~ Binomial(a, 1 - r) free cores, at
-    each a from 0 to the host's cores (n its processes, r its cores' utilisation)."""
-    available = np.arange(int(cores.max()) + 1)
-    below = np.arange(int(processes.max()))
+    each a from 0 to the host's cores (n its processes, r its cores' utilisation). Worked
+    out once per distinct host (a selection's batches repeat each host many times)."""
+    keys, inverse = np.unique(np.stack([core_rho, cores, processes], axis=1), axis=0,
+                              return_inverse=True)
+    rates, counts, wanted = keys[:, 0], keys[:, 1].astype(int), keys[:, 2].astype(int)
+    available = np.arange(int(counts.max()) + 1)
+    below = np.arange(int(wanted.max()))
     # E[min(n, F)] = sum over k < n of P(F > k)
     tail = stats.binom.sf(below[None, None, :], available[None, :, None],
-                          1.0 - core_rho[:, None, None])
-    tail = np.where(below[None, None, :] < processes[:, None, None], tail, 0.0)
-    return 1.0 - tail.sum(axis=2) / processes[:, None]
+                          1.0 - rates[:, None, None])
+    tail = np.where(below[None, None, :] < wanted[:, None, None], tail, 0.0)
+    return (1.0 - tail.sum(axis=2) / wanted[:, None])[inverse.reshape(-1)]
