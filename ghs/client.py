@@ -289,7 +289,8 @@ def _exclusions(body: dict[str, Any]) -> tuple[Exclusion, ...]:
 
 def _hosts(body: dict[str, Any]) -> list[Host]:
     return [Host(p["name"], lam=p["lam"], mu=p["mu"], sigma=p["sigma"], rho=p["rho"],
-                 tau=p["tau"], cores=p["cores"]) for p in body["host_parameters"]]
+                 tau=p["tau"], cores=p["cores"], core_rho=p.get("core_rho"),
+                 pooled=bool(p.get("pooled", False))) for p in body["host_parameters"]]
 
 
 def _rebuild_prediction(body: dict[str, Any]) -> Prediction:

@@ -56,6 +56,11 @@ def host_parameters(hosts: Sequence[Host], backlogs: Sequence[Backlog] | None = 
     for index, h in enumerate(hosts):
         row = {"name": h.name, "lam": h.lam, "mu": h.mu, "sigma": h.sigma, "rho": h.rho,
                "tau": h.tau, "cores": h.cores}
+        # how its processes run (scheduler.placement.migrating), where it changes the law
+        if h.core_rho is not None:
+            row["core_rho"] = h.core_rho
+        if h.pooled:
+            row["pooled"] = True
         if backlogs is not None:
             row["backlog"] = backlogs[index].to_dict()
             row["start"] = (described or {}).get(h.name)

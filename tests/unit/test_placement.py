@@ -227,6 +227,10 @@ def test_a_job_held_at_launch_on_evenly_loaded_cores_follows_the_held_phase(tmp_
                     client.predict_answer(HOUR, processes_per_host=1))
 
     body, answer = ask("auto")
+    # the client rebuilds the law it was served (host_parameters carry the cores' load)
+    assert body["host_parameters"][0]["core_rho"] == pytest.approx(0.3)
+    assert body["host_parameters"][0]["pooled"] is True
+    assert answer.prediction.mean == pytest.approx(body["mean"], rel=1e-9)
     idle, _ = ask("idle")
     monkeypatch.setattr("scheduler.placement.EVEN_LOAD_TOLERANCE", -1.0)
     mix, mixed = ask("auto")
@@ -235,3 +239,25 @@ def test_a_job_held_at_launch_on_evenly_loaded_cores_follows_the_held_phase(tmp_
     assert "least-held cores" in answer.assumptions.processes
     assert "least-held cores" not in mixed.assumptions.processes
     assert HOUR < idle["mean"] < body["mean"] < 0.95 * mix["mean"]
+
+
+def test_pooled_processes_are_served_and_rebuilt_alike(tmp_path):
+    """Two unpinned processes on a 4-core host: the manager serves the pooled law (one
+    server of their dedicated time) and the client rebuilds the same from host_parameters,
+    for the model's answer and the calibrated one."""
+    store = ManagerStore(tmp_path / "m.sqlite")
+    store.upsert_host(facts("quad", cores=4, seen=time.time()))
+    store.add_measurements(rows("quad", 48, rho=0.4, lam=0.02))
+    store.streams.add("quad", "capacity", capacity("quad", [0.4, 0.4, 0.4, 0.4]))
+    for predictor in ("model", "calibrated"):
+        with serving(store, SchedulerConfig(predictor=predictor, start_state="idle")) as (
+                endpoint, context), Client(endpoint, context=context,
+                                           timeout_seconds=10) as client:
+            body = client._ask(PredictRequest(request_id=1, work_seconds=HOUR,
+                                              processes_per_host=2))
+            answer = client.predict_answer(HOUR, processes_per_host=2)
+        assert body["host_parameters"][0]["pooled"] is True
+        assert "share the free cores" in answer.assumptions.processes
+        assert answer.prediction.mean == pytest.approx(body["mean"], rel=1e-9)
+        assert answer.prediction.quantiles["p90"] == pytest.approx(body["quantiles"]["p90"],
+                                                                   rel=1e-9)
