@@ -124,8 +124,10 @@ def migrating(host: Host, free_fractions: Any, weights: Any = None) -> Host:
     together get E[min(processes, F)] cores: each meets a busy fraction
     1 - E[min(processes, F)] / processes. The host's lam and rho are scaled by that over the
     mean core's busy fraction (the demand law kept), as :func:`pinned` scales them. One
-    process per core: unchanged (the average core). Where the cores are evenly loaded (each
-    within ``EVEN_LOAD_TOLERANCE`` of their mean utilisation) the host keeps its cores' own
+    process per core: unchanged (the average core). Fewer processes than cores share the
+    free cores: the host is marked ``pooled`` (one server of their dedicated time, not N
+    finishing with the slowest). Where the cores are evenly loaded (each within
+    ``EVEN_LOAD_TOLERANCE`` of their mean utilisation) the host keeps its cores' own
     utilisation as ``core_rho``, for jobs held at launch (:mod:`scheduler.held_phase`).
     """
     free = _fractions(free_fractions, host)
