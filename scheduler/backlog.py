@@ -214,9 +214,10 @@ class BacklogArrays:
                              self.extra_var[members], {})
 
     def jobs_running(self) -> np.ndarray:
-        """(H,) bool: the hosts with a job certainly running on some core at launch (a
-        snapshot's), not a steady state's chance of one."""
-        return np.asarray(((self.mult > 0) & ((self.low > 0) | (self.none <= 0))).any(axis=1))
+        """(H,) bool (any leading axes of a selection's batches kept): the hosts with a job
+        certainly running on some core at launch (a snapshot's), not a steady state's chance
+        of one."""
+        return np.asarray(((self.mult > 0) & ((self.low > 0) | (self.none <= 0))).any(axis=-1))
 
     def spread_atoms(self, used: np.ndarray) -> int:
         """Atoms the exact mixture would take over the hosts ``used`` (bool, (H,))."""

@@ -48,26 +48,24 @@ def applies(arrays: Any) -> np.ndarray:
     core_rho = getattr(arrays, "core_rho", None)
     if backlog is None or core_rho is None:
         return np.zeros(np.shape(arrays.lam), bool)
-    # a job certainly running on some core (a snapshot's), not a steady state's chance of
-    # one (BacklogArrays.jobs_running, over any leading axes of a selection's batches)
-    running = ((backlog.mult > 0) & ((backlog.low > 0) | (backlog.none <= 0))).any(axis=-1)
     return (np.isfinite(core_rho) & (arrays.processes < arrays.cores)
-            & (arrays.cores <= MAX_TABLE_CORES) & running)
+            & (arrays.cores <= MAX_TABLE_CORES) & backlog.jobs_running())
 
 
-def process_mult(arrays: Any) -> np.ndarray:
+def process_mult(arrays: Any, least_held: np.ndarray | None = None) -> np.ndarray:
     """(..., H, G) processes per core group of the backlog: on the hosts the rule applies
     to, the processes fill the least-held groups first; elsewhere each group weighs n g / c
     (the geometric mix). Processes that pool the free cores (``Host.pooled``) are one
-    server: the weights over their count."""
-    mix = _least_held(arrays)
+    server: the weights over their count. ``least_held``: :func:`least_held_mult` of the same
+    hosts, if the caller has it."""
+    mix = least_held_mult(arrays) if least_held is None else least_held
     if arrays.pooled is None:
         return mix
     # processes that pool the free cores are one server: each group's weight over them
     return np.where(arrays.pooled[..., None], mix / arrays.processes[..., None], mix)
 
 
-def _least_held(arrays: Any) -> np.ndarray:
+def least_held_mult(arrays: Any) -> np.ndarray:
     """:func:`process_mult` before pooling: processes per group, the least-held first."""
     backlog = arrays.backlog
     mix = backlog.mult * arrays.spread[..., None]
@@ -89,12 +87,14 @@ def _least_held(arrays: Any) -> np.ndarray:
     return mix
 
 
-def load_ratio(arrays: Any, dedicated_seconds: np.ndarray) -> np.ndarray | None:
+def load_ratio(arrays: Any, dedicated_seconds: np.ndarray,
+               least_held: np.ndarray | None = None) -> np.ndarray | None:
     """Factor on each host's lam and rho (the shape of ``dedicated_seconds`` and the hosts'
     broadcast) for processes of ``dedicated_seconds`` each on the least-held cores: the
     time-average over the run of the busy fraction the processes meet, over its value with
     every core available; 1 where the rule does not apply (None where it applies to no
-    host, so the usual path does no arithmetic for it)."""
+    host, so the usual path does no arithmetic for it). ``least_held``: as in
+    :func:`process_mult`."""
     chosen = applies(arrays)
     if not chosen.any():
         return None
@@ -102,7 +102,8 @@ def load_ratio(arrays: Any, dedicated_seconds: np.ndarray) -> np.ndarray | None:
     shape = np.broadcast_shapes(t.shape, chosen.shape)
     where = np.broadcast_to(chosen, shape)
     core_rho, rho = _picked(arrays.core_rho, where), _picked(arrays.rho, where)
-    placed = _picked(_least_held(arrays), where, groups=True)
+    placed = _picked(least_held_mult(arrays) if least_held is None else least_held, where,
+                     groups=True)
     edges, busy, all_free = _held_segments(arrays, where, core_rho, placed)
     # the processes start once their own cores' held work is done
     held = _picked(arrays.backlog.low + arrays.backlog.extra_mean, where, groups=True)

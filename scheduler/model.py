@@ -335,8 +335,9 @@ def _build_mixture(arrays: HostArrays, shares: np.ndarray, codes: np.ndarray
     dedicated = shares / (arrays.processes * arrays.tau)
     t = dedicated[..., None, None] + np.where(shares[..., None, None] > 0, atoms, 0.0)
     t = np.where(backlog.mult[..., None] > 0, t, 0.0)
-    placed = held_phase.process_mult(arrays)
-    lam_server, rho = _loads(arrays, dedicated)
+    least = held_phase.least_held_mult(arrays)
+    placed = held_phase.process_mult(arrays, least)
+    lam_server, rho = _loads(arrays, dedicated, least)
     lam_server, rho = lam_server[..., None, None], rho[..., None, None]
     expand = (slice(None),) * (arrays.lam.ndim) + (None, None)
     q, m1, v = _vanishing(*conditional_moments(lam_server, rho,
@@ -369,8 +370,9 @@ def collapsed_servers(arrays: HostArrays, shares: np.ndarray, codes: np.ndarray)
     none = np.where(used, backlog.none, 1.0)
     expand = (slice(None),) * (arrays.lam.ndim) + (None,)
     dedicated = shares / (arrays.processes * arrays.tau)
-    placed = held_phase.process_mult(arrays)
-    lam, rho = _loads(arrays, dedicated)
+    least = held_phase.least_held_mult(arrays)
+    placed = held_phase.process_mult(arrays, least)
+    lam, rho = _loads(arrays, dedicated, least)
     lam, rho = lam[..., None], rho[..., None]
     ex2 = arrays.demand_second_moment[expand]
     start = dedicated[..., None] + low
@@ -398,9 +400,10 @@ def collapsed_servers(arrays: HostArrays, shares: np.ndarray, codes: np.ndarray)
                    mult=mult.reshape(flat))
 
 
-def _loads(arrays: HostArrays, dedicated: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _loads(arrays: HostArrays, dedicated: np.ndarray, least_held: np.ndarray
+           ) -> tuple[np.ndarray, np.ndarray]:
     """Each server's local arrival rate (1/s) and utilisation, (H,) or the shares' shape
     where jobs held at launch change the load the processes meet (scheduler.held_phase)."""
     lam, rho = arrays.lam / arrays.cores, arrays.rho
-    ratio = held_phase.load_ratio(arrays, dedicated)
+    ratio = held_phase.load_ratio(arrays, dedicated, least_held)
     return (lam, rho) if ratio is None else (lam * ratio, rho * ratio)
