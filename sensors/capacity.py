@@ -10,8 +10,9 @@ recognises as remote tasks (remote users, cgroup, environment marker; not the ag
 processes, which a remote task could not have used either). Each remote process's CPU delta
 is attributed to the core it last ran on (field 39 of ``/proc/PID/stat``): approximate per
 core when a task migrates, exact for the sum. A remote process that exits between two
-samples loses its CPU since the previous sample, unless a live remote parent reaped it (its
-parent's reaped-children time then holds it). A core that appears or disappears (CPU
+samples takes its CPU since the previous sample with it, unless a live remote parent reaps it
+(its parent's reaped-children time then holds it): given the accounting file, those tasks'
+exit records credit it instead (:mod:`sensors.remote_exits`). A core that appears or disappears (CPU
 hotplug) is flagged: it contributes nothing to the interval in which its presence changed.
 
 :class:`CapacityRecorder` turns cumulative samples into interval records at a fixed cadence
@@ -27,6 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from sensors.accounting import AccountingSource
 from sensors.clock import Clock, every
 from sensors.errors import InvalidArgumentError, ProcUnavailableError
 from sensors.processes import (
@@ -36,6 +38,7 @@ from sensors.processes import (
     ProcessKey,
     ProcessSource,
 )
+from sensors.remote_exits import RemoteExits
 
 # Slack allowed when checking that an interval's capacity fits in cores * elapsed: a few
 # ticks of counter granularity plus clock jitter between reading time and the counters.
@@ -99,6 +102,11 @@ class CapacityInterval:
 class CapacitySource(Protocol):
     """Where capacity samples come from (``/proc`` or a simulated host)."""
 
+    @property
+    def unaccounted_exits(self) -> int:
+        """Remote tasks whose CPU after their last sample could not be credited."""
+        ...
+
     def capacity_sample(self) -> CapacitySample:
         ...
 
@@ -146,10 +154,16 @@ def _remote_pids(snapshot: dict[ProcessKey, ProcessInfo], excluded: frozenset[in
 
 
 class ProcCapacitySource:
-    """Capacity of this machine: per-core idle ticks plus remote tasks' CPU (see module)."""
+    """Capacity of this machine: per-core idle ticks plus remote tasks' CPU (see module).
+
+    ``accounting``: a reader of the process accounting file of its own (not shared with
+    another consumer), from which remote tasks that exit between samples are credited;
+    without it their CPU since the last sample is lost (``unaccounted_exits`` counts them).
+    """
 
     def __init__(self, processes: ProcessSource, process_filter: ProcessFilter, clock: Clock,
-                 proc_root: str = "/proc", *, ticks_per_second: int | None = None) -> None:
+                 proc_root: str = "/proc", *, ticks_per_second: int | None = None,
+                 accounting: AccountingSource | None = None) -> None:
         self.path = os.path.join(proc_root, "stat")
         self.ticks_per_second = ticks_per_second or os.sysconf("SC_CLK_TCK")
         self.processes = processes
@@ -161,6 +175,12 @@ class ProcCapacitySource:
         self._remote_cpu: dict[int, float] = {}
         self._excluded: frozenset[int] = frozenset()
         self._excluded_before: frozenset[int] = frozenset()
+        self._exits = RemoteExits(accounting, process_filter.remote_users)
+
+    @property
+    def unaccounted_exits(self) -> int:
+        """Remote tasks whose CPU after their last sample could not be credited."""
+        return self._exits.unaccounted
 
     def excluded_pids(self) -> frozenset[int]:
         """The agent's, remote tasks' and their descendants' pids at the last two samples.
@@ -181,6 +201,8 @@ class ProcCapacitySource:
                                        field="proc_root", value=self.path) from None
 
     def _remote_delta(self, now_epoch: float) -> None:
+        # before the scan: every record read is of a process that exited before it
+        self._exits.read()
         snapshot = self.processes.snapshot()
         classified = self.classifier.classify(snapshot)
         self._excluded_before, self._excluded = self._excluded, classified.excluded_pids
@@ -210,6 +232,12 @@ class ProcCapacitySource:
             else:
                 continue  # existed unseen before the previous sample: baseline only
             self._add(info.processor, max(own, 0.0) + max(reaped, 0.0))
+        live = {info.pid for info in current.values()}
+        gone = {info.pid: info for key, info in before.items()
+                if key not in current and info.ppid not in live}
+        known = {info.pid: info for info in (*before.values(), *current.values())}
+        for core, seconds in self._exits.credits(gone, known, live, self._previous_epoch):
+            self._add(core, seconds)
         self._previous_epoch = now_epoch
 
     def _add(self, core: int, seconds: float) -> None:

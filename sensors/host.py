@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Any
 
+from sensors.accounting import AccountingReader
 from sensors.accounting_control import AccountingSession
 from sensors.capacity import ProcCapacitySource
 from sensors.clock import Clock
@@ -64,6 +65,7 @@ class LocalSensor:
             existing=accounting_existing, max_bytes=accounting_max_bytes,
             remove_own_file=remove_accounting_file, proc_root=proc_root)
         self.sensor: HostSensor | None = None
+        self._readers: list[AccountingReader] = []
 
     def __enter__(self) -> LocalSensor:
         self.open()
@@ -87,10 +89,17 @@ class LocalSensor:
         return self.sensor
 
     def capacity_source(self) -> ProcCapacitySource:
-        """The capacity source of this machine, with the sensor's filter (remote tasks)."""
+        """The capacity source of this machine, with the sensor's filter (remote tasks) and,
+        when accounting is on (open the sensor first), a reader of its own of the accounting
+        file: remote tasks that exit between samples are credited from their records."""
+        reader = self.session.reader
+        own = None if reader is None else reader.independent_reader()
+        if own is not None:
+            self._readers.append(own)
         return ProcCapacitySource(self._stream_processes, self.process_filter, self.clock,
                                   self.processes.proc_root,
-                                  ticks_per_second=self.processes.ticks_per_second)
+                                  ticks_per_second=self.processes.ticks_per_second,
+                                  accounting=own)
 
     def running_sampler(self, *, max_jobs: int, min_core_share: float = MIN_CORE_SHARE,
                         hasher: Callable[[str], str] | None = None) -> RunningSampler:
@@ -119,5 +128,8 @@ class LocalSensor:
         return self.sensor.measure(interval_seconds)
 
     def close(self) -> None:
+        for reader in self._readers:
+            reader.close()
+        self._readers.clear()
         self.session.close()
         self.sensor = None

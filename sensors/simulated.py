@@ -300,6 +300,9 @@ class SimulatedHost:
             del self._records[:oldest - self._records_base]
             self._records_base = oldest
 
+    # no remote tasks run here, so none exits uncounted
+    unaccounted_exits = 0
+
     @_locked
     def capacity_sample(self) -> CapacitySample:
         """Exact idle CPU seconds per core since boot (no remote tasks run here)."""

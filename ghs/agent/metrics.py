@@ -51,6 +51,11 @@ class AgentCollector(Collector):
              "Measurements the manager acknowledged (then dropped here)", stats.acked),
             ("ghs_agent_reconnects", "Connections to the manager after the first one",
              stats.reconnects),
+            ("ghs_agent_remote_exits_uncredited",
+             "Remote tasks that exited between capacity samples whose CPU since the last "
+             "sample could not be credited (no accounting record: it counts as the owners')",
+             sum(host.streams.recorder.source.unaccounted_exits
+                 for host in self.agent.hosts if host.streams is not None)),
             ("ghs_agent_host_loop_failures",
              "Host samplers and streams that failed and were started again",
              self.agent.loop_failures),

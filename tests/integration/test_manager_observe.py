@@ -44,6 +44,7 @@ def test_metrics_of_a_real_manager_and_agent_match_status(daemons):
         assert agent_samples[("ghs_agent_outbox_held_records", frozenset())] == 0
         assert agent_samples[("ghs_agent_outbox_write_failures_total", frozenset())] == 0
         assert agent_samples[("ghs_agent_sensor_store_failures_total", frozenset())] == 0
+        assert agent_samples[("ghs_agent_remote_exits_uncredited_total", frozenset())] == 0
         assert daemons.terminate(agent) == 0  # drains its outbox, then nothing else arrives
         status = client.status()
         samples = scrape(manager_port)

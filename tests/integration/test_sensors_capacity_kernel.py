@@ -11,12 +11,17 @@ of every core (its own parse of /proc/stat) plus the spinner's CPU from the sche
 nanosecond counter (/proc/PID/schedstat). A sample takes a while on a loaded machine, so
 the truth of the whole series lies between the inner and the outer pair of readings; the
 series must lie in that bracket widened by 2% of the elapsed time.
+
+The second test runs remote tasks of 7 s one after another instead, so each exits between two
+samples; with the process accounting file switched on, their exit records must credit the CPU
+they used after the last sample that saw them.
 """
 
 from __future__ import annotations
 
 import ctypes
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -26,6 +31,7 @@ import time
 import pytest
 from test_sensors_load_generator import start_generator, unused_uid
 
+from sensors.accounting_control import AccountingSession
 from sensors.capacity import CapacityRecorder, ProcCapacitySource
 from sensors.clock import SystemClock
 from sensors.processes import ProcfsProcessSource, build_filter
@@ -134,4 +140,118 @@ def test_capacity_equals_kernel_idle_plus_the_remote_spinner():
     assert elapsed >= DURATION_SECONDS - 1 and len(readings) == len(intervals) + 1
     assert spinner_seconds > 1.0  # the remote task really ran
     assert all(not i.flags for i in intervals) and recorder.skipped_intervals == 0
+    assert miss <= 0.02 * elapsed
+
+
+TASK_SECONDS = 7.0
+BURN = ("import time, sys\nt = time.process_time()\n"
+        "while time.process_time() - t < float(sys.argv[1]): pass\n")
+
+
+class TaskRunner(threading.Thread):
+    """Marked SCHED_IDLE tasks of TASK_SECONDS of CPU, one after another, until stopped; the
+    truth (kernel idle + every task's CPU so far) read under the lock that reaping takes."""
+
+    def __init__(self, stop: threading.Event) -> None:
+        super().__init__(daemon=True)
+        self.stop, self.lock, self.tasks = stop, threading.Lock(), 0
+        self.current: subprocess.Popen | None = None
+        parent = os.getpid()
+        self._start = lambda: subprocess.Popen(
+            [sys.executable, "-c", BURN, str(TASK_SECONDS)], env={**os.environ, MARKER: "1"},
+            preexec_fn=lambda: _idle_child_of(parent))
+
+    def run(self) -> None:
+        with self.lock:
+            self.current = self._start()
+        while not self.stop.wait(0.05):
+            with self.lock:
+                if self.current.poll() is not None:
+                    self.tasks += 1
+                    self.current = self._start()
+
+    def truth(self) -> float:
+        with self.lock:
+            running = self.current
+            # a task reaped by this poll has its CPU in the usage read after it
+            live = (spinner_cpu_seconds(running.pid)
+                    if running is not None and running.poll() is None else 0.0)
+            usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+            return kernel_idle_seconds() + usage.ru_utime + usage.ru_stime + live
+
+    def finish(self) -> None:
+        with self.lock:
+            if self.current is not None and self.current.poll() is None:
+                self.current.kill()
+                self.current.wait()
+
+
+class TwoSources:
+    """The same moment sampled with and without the accounting file, the truth around it."""
+
+    def __init__(self, with_accounting: ProcCapacitySource, without: ProcCapacitySource,
+                 runner: TaskRunner) -> None:
+        self.sources, self.runner = (with_accounting, without), runner
+        self.readings: list[tuple[float, float]] = []
+        self.plain: list = []
+
+    def capacity_sample(self):
+        before = self.runner.truth()
+        sample = self.sources[0].capacity_sample()
+        self.plain.append(self.sources[1].capacity_sample())
+        self.readings.append((before, self.runner.truth()))
+        return sample
+
+
+def test_remote_tasks_exiting_between_samples_are_credited_from_accounting(free_accounting):
+    uid = unused_uid()
+    core = max(os.sched_getaffinity(0))
+    owner, read_fd = start_generator(uid, core, DURATION_SECONDS + 10.0)
+    stop = threading.Event()
+    runner = TaskRunner(stop)
+    try:
+        with AccountingSession("on", own_path=str(free_accounting / "pacct")) as session:
+            clock = SystemClock()
+            rules = build_filter(remote_marker=MARKER)
+            source = TwoSources(
+                ProcCapacitySource(ProcfsProcessSource(), rules, clock,
+                                   accounting=session.reader.independent_reader()),
+                ProcCapacitySource(ProcfsProcessSource(), rules, clock), runner)
+            recorder = CapacityRecorder(source, clock, INTERVAL_SECONDS)
+            intervals = []
+
+            def keep(interval):
+                intervals.append(interval)
+                if (interval.end_epoch_seconds - intervals[0].start_epoch_seconds
+                        >= DURATION_SECONDS):
+                    stop.set()
+
+            runner.start()
+            watchdog = threading.Timer(DURATION_SECONDS + 60, stop.set)
+            watchdog.start()
+            try:
+                recorder.run(stop, keep)
+            finally:
+                watchdog.cancel()
+                stop.set()
+                runner.join(10.0)
+    finally:
+        runner.finish()
+        os.kill(owner, signal.SIGKILL)
+        os.waitpid(owner, 0)
+        os.close(read_fd)
+
+    elapsed = intervals[-1].end_epoch_seconds - intervals[0].start_epoch_seconds
+    measured = sum(interval.available_cpu_seconds for interval in intervals)
+    plain = source.plain[-1].available_cpu_seconds - source.plain[0].available_cpu_seconds
+    readings = source.readings
+    low, high = readings[-1][0] - readings[0][1], readings[-1][1] - readings[0][0]
+    miss = max(low - measured, measured - high, 0.0)
+    print(f"\n{runner.tasks} tasks of {TASK_SECONDS:g} s over {elapsed:.1f} s: series "
+          f"{measured:.3f} s with accounting, {plain:.3f} s without; kernel idle + tasks "
+          f"between {low:.3f} and {high:.3f} s; outside by {miss / elapsed:.3%} of the "
+          f"elapsed time; exits left uncredited {source.sources[0].unaccounted_exits} "
+          f"(without accounting {source.sources[1].unaccounted_exits})")
+    assert runner.tasks >= 3  # several tasks ended between samples
+    assert source.sources[0].unaccounted_exits == 0
     assert miss <= 0.02 * elapsed

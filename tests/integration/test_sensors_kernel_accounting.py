@@ -28,26 +28,6 @@ BURN = ("import time\nt = time.process_time()\n"
         "while time.process_time() - t < {seconds}: pass\nraise SystemExit({code})\n")
 
 
-@pytest.fixture
-def free_accounting(tmp_path):
-    """Skip unless root and no accounting is active; switch off anything left in tmp_path."""
-    if os.geteuid() != 0:
-        pytest.skip("needs root: switches kernel process accounting")
-    probe = probe_accounting(())
-    if probe.active is not None:
-        if probe.active.file is not None:
-            probe.active.file.close()
-        pytest.skip("process accounting is already active on this machine; not touching it")
-    if not probe.complete:
-        pytest.skip("fanotify unavailable: cannot verify that accounting is free")
-    yield tmp_path
-    left = probe_accounting(())
-    if left.active is not None:
-        if left.active.file is not None:
-            left.active.file.close()
-        switch_accounting(None)  # ours: it was free when the test started
-
-
 def children_cpu_seconds() -> float:
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
