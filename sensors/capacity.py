@@ -201,7 +201,8 @@ class ProcCapacitySource:
                                        field="proc_root", value=self.path) from None
 
     def _remote_delta(self, now_epoch: float) -> None:
-        # before the scan: every record read is of a process that exited before it
+        # before the scan: every record read is of a process that exited before it (the
+        # scan shared with the running-jobs snapshot is taken here, the snapshot reuses it)
         self._exits.read()
         snapshot = self.processes.snapshot()
         classified = self.classifier.classify(snapshot)

@@ -273,9 +273,12 @@ class _Run(SplitLaunches):
             decided = ~p.decided & (finished | (elapsed > reported))
             pool_decided = ~p.pool_decided & (finished | (elapsed > pooled))
             if decided.any() or pool_decided.any():
+                # how far it overran is known once it ended, as to a manager
+                overrun = np.log(p.realised / reported) if finished else None
                 calibrator.record([p.row], (p.realised > reported)[None],
                                   (p.realised > pooled)[None], decided[None],
-                                  pool_decided[None])
+                                  pool_decided[None],
+                                  overrun=None if overrun is None else overrun[None])
                 p.decided |= decided
                 p.pool_decided |= pool_decided
             if not (p.decided.all() and p.pool_decided.all()):

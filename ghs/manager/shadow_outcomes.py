@@ -65,9 +65,11 @@ class ShadowOutcomes:
             return (np.maximum.accumulate(shadow.base * factors[0]),
                     np.maximum.accumulate(shadow.base * factors[1]))
 
-        def score_own(shadow: Any, missed: np.ndarray, pool_missed: np.ndarray) -> None:
+        def score_own(shadow: Any, missed: np.ndarray, pool_missed: np.ndarray,
+                      overrun: np.ndarray | None = None) -> None:
             self.calibrators[shadow.calibrator][shadow.length].record_each(
-                [track.row], missed[None], pool_missed[None])
+                [track.row], missed[None], pool_missed[None],
+                None if overrun is None else overrun[None])
             standing.pop((shadow.calibrator, shadow.length), None)
 
         # (view, length) -> every expert's far-tail factors as they stand, the same way
@@ -140,7 +142,8 @@ class ShadowOutcomes:
             if realised is not None and shadow.launch + realised <= now:
                 if not shadow.decided:
                     reported, pooled = own_now(shadow)
-                    score_own(shadow, realised > reported, realised > pooled)
+                    score_own(shadow, realised > reported, realised > pooled,
+                              np.log(realised / reported))
                 tail = tail_now(shadow)
                 if not tail_decided(shadow, tail).all():
                     score_tail(shadow, realised > tail, ~shadow.tail_decided)
@@ -205,10 +208,13 @@ class ShadowOutcomes:
                 served = np.array([outcome.p50_seconds, outcome.p90_seconds,
                                    outcome.p95_seconds])
                 missed = (outcome.realised_seconds > served)[None]
+                with np.errstate(divide="ignore"):
+                    overrun = np.log(outcome.realised_seconds / served)[None]
                 # the report does not say which start served it: it moves every view's
                 for kept in self.calibrators.values():
                     for j, weight in self._taught(outcome):
-                        kept[j].record([track.row], missed, missed, weight=[weight])
+                        kept[j].record([track.row], missed, missed, weight=[weight],
+                                       overrun=overrun)
                 taken += 1
         return taken
 
