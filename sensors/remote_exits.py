@@ -17,13 +17,15 @@ that exited before the scan), and credits:
   remote user: its whole CPU, on its parent's last core when that is known.
 
 A process whose parent is a live remote task is left to the parent's reaped-children time,
-as before. The record keeps CPU time in a 13-bit mantissa (ticks of 1/100 s below 82 s of
-CPU, then to within 1/8192 and at worst 1/1024 of the total): a task of 10 CPU hours is
-credited to within a few seconds. A gone task whose record has not come yet (it exited between the read and the
-scan) waits up to ``WAIT_SAMPLES`` more samples for it. What this cannot see: a task never
-seen in a scan that only its cgroup or environment marked as remote, under a parent that is
-not one (the record holds neither); and, without accounting, every exited task's last stretch.
-Those are counted in :attr:`RemoteExits.unaccounted`.
+as before. A gone task whose record has not come yet (it exited between the read and the
+scan) waits up to ``WAIT_SAMPLES`` more samples for it. The record keeps CPU time in a
+13-bit mantissa (ticks of 1/100 s below 82 s of CPU, then to within 1/8192 to 1/1024 of the
+total): a task of 10 CPU hours is credited to within a few seconds.
+
+What this cannot see: a task never seen in a scan that only its cgroup or environment marked
+as remote, under a parent that is not one (the record holds neither); and, without
+accounting, every exited task's last stretch. Those are counted in
+:attr:`RemoteExits.unaccounted`.
 """
 
 from __future__ import annotations
