@@ -24,8 +24,8 @@ total): a task of 10 CPU hours is credited to within a few seconds.
 
 What this cannot see: a task never seen in a scan that only its cgroup or environment marked
 as remote, under a parent that is not one (the record holds neither); and, without
-accounting, every exited task's last stretch. Those are counted in
-:attr:`RemoteExits.unaccounted`.
+accounting, every exited task's last stretch. The second, and a gone task whose record never
+came, are counted in :attr:`RemoteExits.unaccounted`; the first cannot be.
 """
 
 from __future__ import annotations
