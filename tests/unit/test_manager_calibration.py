@@ -360,6 +360,42 @@ def test_a_report_teaches_the_calibrators_its_factors_were_read_from(fed):
         np.testing.assert_allclose(theta_now - theta, moved, atol=1e-12)
 
 
+def test_a_near_miss_report_moves_a_young_record_about_as_far_as_would_have_covered_it(fed):
+    """A report just past its p90 raises each calibrator's young correction by the plain
+    step's raise plus how far it overran, not by the young step's (a real kernel's 60 s
+    tasks ending 1% past the p90 had taken its factor to 1.4)."""
+    from scheduler import predict
+
+    _, store, calibration, _ = fed
+    track = calibration.tracks["ws1"]
+    day = calibration_day(store)
+    dedicated = 900.0 * 4.0**0.25
+    prediction = predict([day], dedicated * day.tau)
+    served = ZERO_EPOCH_SECONDS + 2 * 86400.0 + 500.0
+    quantiles = np.array([prediction.quantiles[k] for k in ("p50", "p90", "p95")])
+    realised = quantiles[1] * 1.0005
+    assert quantiles[1] < realised < quantiles[2]
+    kept = [c for views in calibration.calibrators.values() for c in views]
+    before = [c.theta[track.row].copy() for c in kept]
+    own = [c._steps(c.scored[track.row]) for c in kept]
+    pid = store.track.record(prediction, served, "predict")
+    store.track.report(pid, "ws1", served + realised, served + 3e5)
+    assert calibration.absorb_reports(0.0) == 1
+    levels = np.array([0.5, 0.9, 0.95])
+    missed = realised > quantiles
+    overrun = np.log(realised / quantiles)
+    young = 0
+    for k, (c, theta, step) in enumerate(zip(kept, before, own)):
+        weight = (0.75, 0.25)[k % 2]
+        raise_ = np.minimum(step * levels, 0.1 * levels + overrun)
+        expected = np.where(missed, raise_, -step * (1.0 - levels))
+        # (a report is scored against the host's own quantiles, read from its law, which
+        # agree with the one-host task's to about 1e-6)
+        np.testing.assert_allclose(c.theta[track.row] - theta, weight * expected, atol=1e-5)
+        young += step[1] > 0.1
+    assert young  # some calibrators here are young: their raise was bounded
+
+
 def test_the_record_chooses_the_start_only_when_asked(fed):
     from scheduler.backlog import Backlog
 
