@@ -63,10 +63,8 @@ class ConformalSettings:
     into several calibrators climbs from the model's factor on fewer outcomes each; the
     larger early steps let it, and from then on the rule is plain ACI with its guarantee.
     Where a miss's overrun is known (log realised / reported), the larger step raises the
-    correction by at most the plain step's move plus the overrun: a near miss moves it by
-    about what would have covered it, not by the young step (on a real kernel, two 60 s
-    tasks ending 1% past a p90 of 60.4 s took its factor to 1.4 for the rest of the half
-    hour, every later task ending by 62 s)."""
+    correction by at most the plain step's raise plus the overrun: a near miss moves it
+    about as far as would have covered it (two 1% misses had made a p90 factor 1.4)."""
 
     levels: tuple[float, ...] = field(default=LEVELS)
     step: float = 0.1
