@@ -88,6 +88,35 @@ class Bracketed:
         return sample
 
 
+def record_series(recorder: CapacityRecorder, stop: threading.Event) -> list:
+    """The recorder's intervals on its production loop until DURATION_SECONDS are covered
+    (or a watchdog gives up a minute later)."""
+    intervals = []
+
+    def keep(interval):
+        intervals.append(interval)
+        if interval.end_epoch_seconds - intervals[0].start_epoch_seconds >= DURATION_SECONDS:
+            stop.set()
+
+    watchdog = threading.Timer(DURATION_SECONDS + 60, stop.set)
+    watchdog.start()
+    try:
+        recorder.run(stop, keep)
+    finally:
+        watchdog.cancel()
+        stop.set()
+    return intervals
+
+
+def bracketed(intervals: list, readings: list) -> tuple[float, float, float, float, float]:
+    """(elapsed, the series' total, the truth's bounds from the inner and the outer pair of
+    readings, and how far outside them the series lies), seconds."""
+    elapsed = intervals[-1].end_epoch_seconds - intervals[0].start_epoch_seconds
+    measured = sum(interval.available_cpu_seconds for interval in intervals)
+    low, high = readings[-1][0] - readings[0][1], readings[-1][1] - readings[0][0]
+    return elapsed, measured, low, high, max(low - measured, measured - high, 0.0)
+
+
 def test_capacity_equals_kernel_idle_plus_the_remote_spinner():
     if os.geteuid() != 0:
         pytest.skip("needs root: runs the owners' jobs as another user")
@@ -106,20 +135,7 @@ def test_capacity_equals_kernel_idle_plus_the_remote_spinner():
             ProcfsProcessSource(), build_filter(remote_marker=MARKER), clock),
             spinner.pid)
         recorder = CapacityRecorder(source, clock, INTERVAL_SECONDS)
-        intervals = []
-        stop = threading.Event()
-
-        def keep(interval):
-            intervals.append(interval)
-            if interval.end_epoch_seconds - intervals[0].start_epoch_seconds >= DURATION_SECONDS:
-                stop.set()
-
-        watchdog = threading.Timer(DURATION_SECONDS + 60, stop.set)
-        watchdog.start()
-        try:
-            recorder.run(stop, keep)
-        finally:
-            watchdog.cancel()
+        intervals = record_series(recorder, threading.Event())
         spinner_seconds = spinner_cpu_seconds(spinner.pid)
     finally:
         spinner.kill()
@@ -128,11 +144,8 @@ def test_capacity_equals_kernel_idle_plus_the_remote_spinner():
         os.waitpid(owner, 0)
         os.close(read_fd)
 
-    elapsed = intervals[-1].end_epoch_seconds - intervals[0].start_epoch_seconds
-    measured = sum(interval.available_cpu_seconds for interval in intervals)
     readings = source.readings
-    low, high = readings[-1][0] - readings[0][1], readings[-1][1] - readings[0][0]
-    miss = max(low - measured, measured - high, 0.0)
+    elapsed, measured, low, high, miss = bracketed(intervals, readings)
     print(f"\ncapacity over {elapsed:.1f} s on {len(intervals[0].core_ids)} cores: series "
           f"{measured:.3f} s, kernel idle + spinner between {low:.3f} and {high:.3f} s; "
           f"outside by {miss / elapsed:.3%} of the elapsed time; spinner used "
@@ -218,21 +231,10 @@ def test_remote_tasks_exiting_between_samples_are_credited_from_accounting(free_
                                    accounting=session.reader.independent_reader()),
                 ProcCapacitySource(ProcfsProcessSource(), rules, clock), runner)
             recorder = CapacityRecorder(source, clock, INTERVAL_SECONDS)
-            intervals = []
-
-            def keep(interval):
-                intervals.append(interval)
-                if (interval.end_epoch_seconds - intervals[0].start_epoch_seconds
-                        >= DURATION_SECONDS):
-                    stop.set()
-
             runner.start()
-            watchdog = threading.Timer(DURATION_SECONDS + 60, stop.set)
-            watchdog.start()
             try:
-                recorder.run(stop, keep)
+                intervals = record_series(recorder, stop)
             finally:
-                watchdog.cancel()
                 stop.set()
                 runner.join(10.0)
     finally:
@@ -241,12 +243,8 @@ def test_remote_tasks_exiting_between_samples_are_credited_from_accounting(free_
         os.waitpid(owner, 0)
         os.close(read_fd)
 
-    elapsed = intervals[-1].end_epoch_seconds - intervals[0].start_epoch_seconds
-    measured = sum(interval.available_cpu_seconds for interval in intervals)
     plain = source.plain[-1].available_cpu_seconds - source.plain[0].available_cpu_seconds
-    readings = source.readings
-    low, high = readings[-1][0] - readings[0][1], readings[-1][1] - readings[0][0]
-    miss = max(low - measured, measured - high, 0.0)
+    elapsed, measured, low, high, miss = bracketed(intervals, source.readings)
     print(f"\n{runner.tasks} tasks of {TASK_SECONDS:g} s over {elapsed:.1f} s: series "
           f"{measured:.3f} s with accounting, {plain:.3f} s without; kernel idle + tasks "
           f"between {low:.3f} and {high:.3f} s; outside by {miss / elapsed:.3%} of the "
