@@ -36,10 +36,10 @@ from ghs.client import Client, ManagerError
 from ghs.demo import _ghs, _start, _stop
 from ghs.errors import GhsError
 from ghs.experiments.live_owners import OwnerPlan, Owners, job_summary, unused_uid
+from ghs.experiments.live_scoring import summarise, targets
 from ghs.launch import exited_early, free_loopback_endpoint, wait_for_manager
 from scheduler import Backlog, Host, predict
 
-TARGETS = {"p90_coverage": 0.85, "mean_error": 0.15}
 MEAN_DEMAND_SECONDS = 1.0
 AGENT_INTERVAL_SECONDS = 5.0
 MIN_MEASUREMENTS = 3
@@ -277,34 +277,6 @@ def _time_task(task_seconds: float, hard_limit_seconds: float) -> float | None:
     return time.monotonic() - began
 
 
-def summarise(tasks: Sequence[dict[str, Any]], predictor: str | None = None
-              ) -> dict[str, Any]:
-    """Coverage of p50/p90 (a stopped task counts as a miss), mean |error| of the mean
-    relative to the realised time, and the median p90/p50 width; of the manager's prediction
-    or of one computed ``beside`` it."""
-    if predictor is not None:
-        tasks = [{**t, **t["beside"][predictor]} for t in tasks]
-    if not tasks:
-        return {"tasks": 0, "p50_coverage": None, "p90_coverage": None, "mean_error": None,
-                "median_width": None, "stopped": 0}
-    finished = [t for t in tasks if t["realised_seconds"] is not None]
-
-    def covered(level: str) -> float:
-        return sum(1 for t in finished if t["realised_seconds"] <= t["quantiles"][level]) / len(
-            tasks)
-
-    errors = sorted(abs(t["mean"] - t["realised_seconds"]) / t["realised_seconds"]
-                    for t in finished)
-    widths = sorted(t["quantiles"]["p90"] / t["quantiles"]["p50"] for t in tasks)
-    return {"tasks": len(tasks), "stopped": len(tasks) - len(finished),
-            "p50_coverage": covered("p50"), "p90_coverage": covered("p90"),
-            "mean_error": sum(errors) / len(errors) if errors else None,
-            "median_width": widths[len(widths) // 2],
-            "mean_realised_seconds": (sum(t["realised_seconds"] for t in finished)
-                                      / len(finished) if finished else None),
-            "mean_predicted_seconds": sum(t["mean"] for t in tasks) / len(tasks)}
-
-
 def _report(plan: OwnerPlan, task_seconds: float, host: dict[str, Any],
             tasks: list[dict[str, Any]], record: dict[str, Any], machine_busy: float,
             cores: int, started: float) -> dict[str, Any]:
@@ -324,7 +296,6 @@ def _report(plan: OwnerPlan, task_seconds: float, host: dict[str, Any],
     owners_cpu = sum(job["cpu"] for job in jobs)
     beside = {name: summarise(tasks, name) for name in ("idle", "steady-state", "uncalibrated")
               if all(name in t["beside"] for t in tasks)}
-    measured = {"p90_coverage": summary["p90_coverage"], "mean_error": summary["mean_error"]}
     return {
         "settings": {"duration_seconds": plan.duration_seconds, "task_seconds": task_seconds,
                      "utilisations": list(plan.utilisations),
@@ -338,11 +309,7 @@ def _report(plan: OwnerPlan, task_seconds: float, host: dict[str, Any],
         "machine": {"cores": cores, "busy_fraction": machine_busy,
                     "owners_busy_fraction": owners_cpu / max(elapsed * cores, 1e-9),
                     "elapsed_seconds": elapsed},
-        "targets": {key: {"target": target, "measured": measured[key],
-                          "met": None if measured[key] is None else (
-                              measured[key] >= target if key == "p90_coverage"
-                              else measured[key] <= target)}
-                    for key, target in TARGETS.items()},
+        "targets": targets(summary),
         "tasks": tasks,
     }
 
@@ -393,6 +360,14 @@ def show(console: Any, result: dict[str, Any]) -> None:
         verdict = "-" if entry["met"] is None else ("met" if entry["met"] else "MISSED")
         console.print(f"target {key.replace('_', ' ')} {'>=' if 'coverage' in key else '<='} "
                       f"{_percent(entry['target'])}: {_percent(entry['measured'])} {verdict}")
+        if entry.get("nominal_at_most_chance") is not None:
+            summary = result["summary"]
+            covered, tasks = summary["p90_covered_tasks"], summary["tasks"]
+            console.print(
+                f"  {covered} of {tasks} by their p90; a p90 exactly at "
+                f"{_percent(entry['nominal'])} has {covered} or fewer in "
+                f"{_percent(entry['nominal_at_most_chance'])} of runs of {tasks}, {covered} or "
+                f"more in {_percent(entry['nominal_at_least_chance'])}")
 
 
 def _seconds(value: float | None) -> str:
