@@ -32,9 +32,10 @@ def summarise(tasks: Sequence[dict[str, Any]], predictor: str | None = None
     errors = sorted(abs(t["mean"] - t["realised_seconds"]) / t["realised_seconds"]
                     for t in finished)
     widths = sorted(t["quantiles"]["p90"] / t["quantiles"]["p50"] for t in tasks)
+    p90_covered = by("p90")
     return {"tasks": len(tasks), "stopped": len(tasks) - len(finished),
-            "p50_coverage": by("p50") / len(tasks), "p90_coverage": by("p90") / len(tasks),
-            "p90_covered_tasks": by("p90"),
+            "p50_coverage": by("p50") / len(tasks), "p90_coverage": p90_covered / len(tasks),
+            "p90_covered_tasks": p90_covered,
             "mean_error": sum(errors) / len(errors) if errors else None,
             "median_width": widths[len(widths) // 2],
             "mean_realised_seconds": (sum(t["realised_seconds"] for t in finished)
