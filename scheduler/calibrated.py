@@ -67,6 +67,9 @@ class CalibratedLaw:
     # (scheduler.no_delay): the law is at least that from ``floor_seconds`` on
     floor: float = 0.0
     floor_seconds: float = 0.0
+    # (hosts, levels) the model's own quantiles the factors multiplied (seconds): what a
+    # report's realised time is set against (scheduler.report_floor)
+    model_quantiles: np.ndarray | None = None
 
     def cdf(self, x: Any) -> np.ndarray:
         """P(T <= x) of the calibrated law at times x (seconds): interpolated on the grid,
@@ -188,7 +191,8 @@ def _calibrate(prediction: Any, factors: np.ndarray, levels: np.ndarray,
                         factors, grid, task_cdf, start, tuple(map(float, levels)),
                         tail_scale=scale, tail_exponent=exponent,
                         tail_level=float(levels[-2]) if levels.size > 1 else 1.0,
-                        floor=floor, floor_seconds=floor_seconds if floor > 0.0 else 0.0)
+                        floor=floor, floor_seconds=floor_seconds if floor > 0.0 else 0.0,
+                        model_quantiles=model_q)
     short = wanted > task_cdf[-1]
     if short.any() and law._has_tail():
         # a heavy tail over many hosts puts a high quantile past the grid's end (a p99 over

@@ -191,6 +191,7 @@ class CalibratedViews:
         table = shared_table(own, sharing) if shared else own
         out = length_factors(table, self.lengths, dedicated)
         own_out = length_factors(own, self.lengths, dedicated) if shared else out
+        floors = self._report_floors(tracks, dedicated, out)
         lower, upper, weight = length_weights(self.lengths, dedicated)
         described, names = [], [level_name(level) for level in LAW_LEVELS]
         for k, track in enumerate(tracks):
@@ -217,8 +218,28 @@ class CalibratedViews:
                                                     "coverage": _number(c),
                                                     "step": tail.steps[tail.served]}
                                 for level, n, c in zip(tail.levels, tail.scored[tail.served],
-                                                       tail.coverage([0])[0])}})
+                                                       tail.coverage([0])[0])},
+                **({"report_floor": floors[k]} if floors[k] is not None else {})})
         return out, described
+
+    def _report_floors(self, tracks: Sequence[Any], dedicated: np.ndarray, out: np.ndarray
+                       ) -> list[dict[str, Any] | None]:
+        """Hold each host's factors (``out``, hosts x LAW_LEVELS, in place) at least at the
+        split-conformal floors of its real tasks' reports at its share's dedicated time
+        (:mod:`scheduler.report_floor`); per host what was found (JSON; None: no report)."""
+        found: list[dict[str, Any] | None] = []
+        for k, track in enumerate(tracks):
+            if not len(track.reports) or not dedicated[k] > 0:
+                found.append(None)
+                continue
+            floors, comparable = track.reports.floors(float(dedicated[k]))
+            ahead = out[k, :len(LEVELS)]
+            held = np.isfinite(floors) & (floors > ahead)
+            ahead[held] = floors[held]
+            found.append({"reports": comparable,
+                          "factors": {name: _number(f) for name, f in zip(LEVELS, floors)},
+                          "applied": [name for name, h in zip(LEVELS, held) if h]})
+        return found
 
     def no_delay_chances(self, tracks: Sequence[Any], dedicated_seconds: Sequence[float],
                          jobs_running: Sequence[bool]) -> tuple[np.ndarray, list[dict[str, Any]]]:

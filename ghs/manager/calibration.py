@@ -44,9 +44,11 @@ from ghs.manager.shadow_start import ShadowInputs
 from scheduler import Calibrator, ForecastBank
 from scheduler.backlog_weight import BacklogWeights, WeightSettings
 from scheduler.calibrated import SERVED_LEVELS
+from scheduler.conformal import LEVELS as CONFORMAL_LEVELS
 from scheduler.conformal import TAIL_LEVELS, ConformalSettings
 from scheduler.host_moments import prime_host_moments
 from scheduler.no_delay import NoDelayRecord
+from scheduler.report_floor import ReportRatios
 from scheduler.tail_battery import TailBattery
 
 HOUR_SECONDS = 3600.0
@@ -68,6 +70,8 @@ class _Track:
     inputs: ShadowInputs | None = None
     # (launch, dedicated) of pending launches -> a series end before which they cannot end
     unknown_until: dict[tuple[float, float], float] = field(default_factory=dict)
+    # its real tasks' reports, set against the model's quantiles (scheduler.report_floor)
+    reports: ReportRatios = field(default_factory=lambda: ReportRatios(CONFORMAL_LEVELS))
 
 
 @dataclass

@@ -196,7 +196,8 @@ class ShadowOutcomes:
         weight there (:func:`length_weights`, the rule its factors were read by), so a
         miss of a 2 h share moves the 1 h and the 4 h calibrators alike. A prediction
         recorded without the dedicated time teaches the length nearest its predicted mean.
-        Each is taken once. Returns how many were taken."""
+        A share recorded with the model's own quantiles also joins its host's report floor
+        (:mod:`scheduler.report_floor`). Each is taken once. Returns how many were taken."""
         taken = 0
         with self.lock:
             for outcome in self.store.reported_outcomes(since_epoch_seconds):
@@ -215,6 +216,9 @@ class ShadowOutcomes:
                     for j, weight in self._taught(outcome):
                         kept[j].record([track.row], missed, missed, weight=[weight],
                                        overrun=overrun)
+                if outcome.model_quantiles is not None and outcome.dedicated_seconds:
+                    track.reports.add(outcome.dedicated_seconds, outcome.realised_seconds,
+                                      outcome.model_quantiles)
                 taken += 1
         return taken
 

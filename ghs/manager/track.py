@@ -73,22 +73,40 @@ class Outcome:
     # the share's dedicated time, which chose the calibrators' factors it was served (None:
     # a prediction recorded before it was stored)
     dedicated_seconds: float | None = None
+    # the model's own p50/p90/p95 of the share (seconds), before any calibration: what the
+    # report floor sets the realised time against (None: recorded before they were stored)
+    model_quantiles: tuple[float, float, float] | None = None
 
 
-def host_laws(prediction: Prediction) -> dict[str, dict[str, float]]:
+def host_laws(prediction: Prediction) -> dict[str, dict[str, Any]]:
     """Each used host's mean and p50/p90/p95 (seconds) of its own completion time, as served
-    (a calibrated prediction's per-host quantiles are its calibrated ones), and its share's
-    dedicated time (seconds), at which its calibration factors were read."""
+    (a calibrated prediction's per-host quantiles are its calibrated ones), its share's
+    dedicated time (seconds), at which its calibration factors were read, and under
+    ``model`` the model's own p50/p90/p95 before any calibration (seconds)."""
     means, _ = prediction.host_moments()
     used = np.flatnonzero(prediction.shares > 0)
-    if isinstance(prediction, CalibratedPrediction) and prediction.law is not None:
-        points = prediction.law.host_quantiles
+    law = prediction.law if isinstance(prediction, CalibratedPrediction) else None
+    if law is not None:
+        points = law.host_quantiles
+        model = points if law.model_quantiles is None else law.model_quantiles
+        # the served levels hold p50/p90/p95 first (scheduler.calibrated.SERVED_LEVELS)
+        columns = [law.levels.index(level) if level in law.levels else k
+                   for k, level in enumerate(LEVELS.values())]
+        points, model = points[:, columns], model[:, columns]
     else:
-        points = host_quantiles(prediction, list(LEVELS.values()))
+        points = model = host_quantiles(prediction, list(LEVELS.values()))
     return {prediction.hosts[k]: {"mean": float(means[k]),
                                   **dict(zip(LEVELS, map(float, points[k]))),
-                                  "dedicated_seconds": float(prediction.dedicated_seconds[k])}
+                                  "dedicated_seconds": float(prediction.dedicated_seconds[k]),
+                                  "model": dict(zip(LEVELS, map(float, model[k])))}
             for k in used}
+
+
+def _model(law: dict[str, Any]) -> tuple[float, float, float] | None:
+    model = law.get("model")
+    if not isinstance(model, dict):
+        return None
+    return (float(model["p50"]), float(model["p90"]), float(model["p95"]))
 
 
 class TrackTable:
@@ -165,7 +183,7 @@ class TrackTable:
             result.append(Outcome(row["prediction_id"], row["host"],
                                   row["served_epoch_seconds"], law["mean"], law["p50"],
                                   law["p90"], law["p95"], row["realised_seconds"],
-                                  law.get("dedicated_seconds")))
+                                  law.get("dedicated_seconds"), _model(law)))
         return result
 
     def task_outcomes(self, since_epoch_seconds: float = 0.0) -> list[Outcome]:

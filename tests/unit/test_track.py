@@ -85,3 +85,24 @@ def test_each_hosts_recorded_quantiles_match_the_simulator():
         simulated = np.quantile(result.host_completion_seconds[:, k], [0.5, 0.9])
         assert laws[host.name]["p50"] == pytest.approx(simulated[0], rel=0.05)
         assert laws[host.name]["p90"] == pytest.approx(simulated[1], rel=0.05)
+
+
+def test_a_calibrated_answer_is_stored_with_its_models_own_quantiles_beside():
+    """What a report is later set against (scheduler.report_floor): the model's quantiles
+    before the factors, not the served ones."""
+    import numpy as np
+
+    from scheduler.calibrated import SERVED_LEVELS, calibrated_prediction
+
+    hosts = (Host("a", lam=1 / 200, mu=1 / 200, sigma=200.0, rho=0.5),
+             Host("b", lam=1 / 900, mu=1 / 300, sigma=300.0, rho=1 / 3))
+    plain = predict(hosts, 4000.0)
+    factors = np.array([[1.1, 1.2, 1.3, 1.4], [1.0, 1.5, 1.5, 1.5]])
+    served = host_laws(calibrated_prediction(plain, factors, SERVED_LEVELS))
+    model = host_laws(plain)
+    for k, name in enumerate(("a", "b")):
+        for j, level in enumerate(("p50", "p90", "p95")):
+            assert served[name]["model"][level] == pytest.approx(model[name][level], rel=1e-3)
+            assert served[name][level] == pytest.approx(factors[k, j] * model[name][level],
+                                                        rel=1e-3)
+        assert model[name]["model"] == {key: model[name][key] for key in ("p50", "p90", "p95")}
