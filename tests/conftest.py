@@ -5,7 +5,9 @@ switches process accounting on (it is global: every process that exits is writte
 file), that reads the kernel's idle time or fork counter, that needs a SCHED_IDLE process to
 make progress, or that compares timed runs, would take the neighbour test's work for its
 own. Such tests are marked ``exclusive`` (``root`` implies it: every root test switches
-accounting on). Every test holds a shared lock for its run and an exclusive test holds it
+accounting on, unless it is also marked ``busy_machine_ok``: the short live run, whose
+checks hold on a busy machine, and whose minute would otherwise leave the other worker
+waiting). Every test holds a shared lock for its run and an exclusive test holds it
 alone; a turnstile taken before either keeps a waiting exclusive test from being passed
 over by the other workers' next tests. In one process (``-n 0``, or without xdist) nothing
 runs beside a test and no lock is taken.
@@ -21,7 +23,13 @@ import pytest
 
 
 def _alone(item: pytest.Item) -> bool:
-    return any(item.get_closest_marker(name) is not None for name in ("exclusive", "root"))
+    if item.get_closest_marker("exclusive") is not None:
+        return True
+    # A root test checks nothing that a neighbour's CPU could upset when it says so
+    # (busy_machine_ok). It still never runs beside another root test, which is exclusive.
+    # Process accounting has one file for the whole machine.
+    return item.get_closest_marker("root") is not None \
+        and item.get_closest_marker("busy_machine_ok") is None
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
