@@ -3,10 +3,10 @@
 The calibrators learn mostly from shadow launches read off the capacity series, which counts
 every idle moment of a core as free for a lowest-priority task. A real task does not get all
 of them. On a 2-core Linux host whose owners ran on one core, 60 s tasks on the other core
-took 0.4-2.6% longer than their CPU time (66 tasks, ``ghs experiment live``). The model then
-saw a free core, and the capacity series saw one too. Adaptive conformal inference learns
-such an offset only slowly from a few outcomes, and the shadow launches pull the factors back
-towards the model's time.
+took 0.4-2.6% longer than their CPU time on a quiet machine (51 tasks of ``ghs experiment
+live``, seeds 41, 43 and 47). The model saw a free core, and the capacity series saw one
+too. Adaptive conformal inference learns such an offset only slowly from a few outcomes, and
+the shadow launches pull the factors back towards the model's time.
 
 A host's reports measure the offset directly. For each served level, a report gives the
 factor its share's model quantile would have needed: realised / model quantile. Take n such
