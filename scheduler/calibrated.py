@@ -14,7 +14,7 @@ geometric grid of times shared by all hosts (``GRID_POINTS``), vectorised over h
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import numpy as np
@@ -23,6 +23,8 @@ from scheduler.combined_mean import one_host_mean_seconds, split_mean_seconds
 from scheduler.conformal import LEVELS, TAIL_LEVELS, level_name
 from scheduler.errors import InvalidArgumentError
 from scheduler.host_cdf import hosts_cdf
+from scheduler.law_knots import served_knots
+from scheduler.level_knots import level_knots
 from scheduler.model import with_vanishing_interruption
 from scheduler.no_delay import SLACK as NO_DELAY_SLACK
 from scheduler.no_delay import floored, set_floors
@@ -70,12 +72,24 @@ class CalibratedLaw:
     # (hosts, levels) the model's own quantiles the factors multiplied (seconds): what a
     # report's realised time is set against (scheduler.report_floor)
     model_quantiles: np.ndarray | None = None
+    # the law at ``start_seconds`` itself, worked out there (None: read off the grid)
+    start_value: float | None = None
+    # (times, values) the cdf interpolates: the grid's, the start and the served quantiles
+    # inserted (scheduler.law_knots)
+    _knots: tuple[np.ndarray, np.ndarray] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_knots", served_knots(
+            self.grid_seconds, self.cdf_values, self.start_seconds, self.start_value,
+            self.quantiles, REPORTED))
 
     def cdf(self, x: Any) -> np.ndarray:
-        """P(T <= x) of the calibrated law at times x (seconds): interpolated on the grid,
-        past its end the hosts' power-law tails (1 past it where there are none)."""
+        """P(T <= x) of the calibrated law at times x (seconds): interpolated on the grid
+        (through the law's value at its start and its served quantiles,
+        :mod:`scheduler.law_knots`), past its end the hosts' power-law tails (1 past it
+        where there are none)."""
         x = np.asarray(x, dtype=float)
-        values = np.interp(x, self.grid_seconds, self.cdf_values, left=0.0, right=1.0)
+        values = np.interp(x, *self._knots, left=0.0, right=1.0)
         past = x > self.grid_seconds[-1]
         if past.any() and self._has_tail():
             values = np.where(past, self._past_end(np.maximum(x, self.grid_seconds[-1])),
@@ -147,12 +161,16 @@ def _calibrate(prediction: Any, factors: np.ndarray, levels: np.ndarray,
     grid = _grid(prediction, factors)
     # a host the model sees as never interrupted is mapped as one with a vanishing chance of
     # delay (scheduler.model.VANISHING_INTERRUPTION): a pure atom has no tail to map
-    host_cdf = _monotone_rows(np.clip(hosts_cdf(with_vanishing_interruption(
-        prediction._host_servers), grid, len(prediction.hosts)), 0.0, 1.0))
-    model_q = _row_quantiles(grid, host_cdf, levels)
+    servers = with_vanishing_interruption(prediction._host_servers)
+    host_cdf = _monotone_rows(np.clip(hosts_cdf(servers, grid, len(prediction.hosts)),
+                                      0.0, 1.0))
     dedicated = np.asarray(prediction.dedicated_seconds, dtype=float)
-    reported = reported_quantiles(model_q, factors, dedicated)
-    at_reported = np.maximum.accumulate(_row_interp(grid, host_cdf, reported), axis=1)
+    hosts = len(prediction.hosts)
+    groups = servers.t.shape[-1] // hosts
+    at_reported, reported, model_q = level_knots(
+        servers.take((np.zeros((hosts, 1), dtype=int),
+                      np.arange(hosts * groups).reshape(hosts, groups))),
+        _row_quantiles(grid, host_cdf, levels), factors, levels, dedicated)
     task_cdf = np.zeros(grid.size)
     # Every map keeps 0 at 0, so the product is 0 until the last host's start: only the
     # points past it are mapped.
@@ -193,7 +211,9 @@ def _calibrate(prediction: Any, factors: np.ndarray, levels: np.ndarray,
                         tail_scale=scale, tail_exponent=exponent,
                         tail_level=float(levels[-2]) if levels.size > 1 else 1.0,
                         floor=floor, floor_seconds=floor_seconds if floor > 0.0 else 0.0,
-                        model_quantiles=model_q)
+                        model_quantiles=model_q,
+                        start_value=_law_at(servers, start, at_reported, reported, levels,
+                                            dedicated > 0) if start > 0.0 else None)
     short = wanted > task_cdf[-1]
     if short.any() and law._has_tail():
         # a heavy tail over many hosts puts a high quantile past the grid's end (a p99 over
@@ -203,6 +223,17 @@ def _calibrate(prediction: Any, factors: np.ndarray, levels: np.ndarray,
                                 dedicated > 0)
         law = dataclasses.replace(law, quantiles=dict(zip(names, map(float, values))))
     return law
+
+
+def _law_at(servers: Any, seconds: float, at_reported: np.ndarray, reported: np.ndarray,
+            levels: np.ndarray, working: np.ndarray) -> float:
+    """The task's calibrated CDF at ``seconds``, worked out there: each host's model CDF
+    through its level map and power tail, multiplied over hosts (the grid's arithmetic at
+    one point of the caller's choosing)."""
+    x = np.array([seconds])
+    cdf = np.clip(hosts_cdf(servers, x, working.size), 0.0, 1.0)
+    return float(np.prod(_power_tail(_level_map(cdf, at_reported, levels), x, reported,
+                                     levels, working)))
 
 
 def _held_to_hosts(values: np.ndarray, wanted: np.ndarray, reported: np.ndarray,
@@ -235,17 +266,6 @@ def _held_to_hosts(values: np.ndarray, wanted: np.ndarray, reported: np.ndarray,
         else:
             out[j] = max(out[j], float(reported[working, at[0]].max()))
     return np.maximum.accumulate(out)
-
-
-def reported_quantiles(model_quantiles: np.ndarray, factors: np.ndarray,
-                       dedicated_seconds: np.ndarray) -> np.ndarray:
-    """(hosts, levels) calibrated quantiles, seconds: the model's times the factors, made
-    non-decreasing in the level, and never before the host's dedicated time (its share
-    cannot finish sooner, whatever a factor below 1 says: where the model's quantile is
-    the dedicated time itself, a run without interruption, a factor of 0.98 put it 2%
-    before, and the level map then put the level's mass at time 0)."""
-    scaled = np.maximum.accumulate(model_quantiles * factors, axis=-1)
-    return np.maximum(scaled, np.asarray(dedicated_seconds, dtype=float)[..., None])
 
 
 def _monotone_rows(cdf: np.ndarray) -> np.ndarray:
@@ -315,15 +335,6 @@ def _row_quantiles(grid: np.ndarray, cdf: np.ndarray, levels: np.ndarray,
         g_lo, g_hi, start, end = grid[own, lo], grid[own, hi], grid[own, 0], grid[own, last]
     x = g_lo + np.clip(step, 0.0, 1.0) * (g_hi - g_lo)
     return np.where(above == 0, start, np.where(above > last, end, x))
-
-
-def _row_interp(grid: np.ndarray, cdf: np.ndarray, x: np.ndarray) -> np.ndarray:
-    """Each row's CDF at its own times ``x`` (rows, k), linear between grid points."""
-    hi = np.clip(np.searchsorted(grid, x), 1, grid.size - 1)
-    lo = hi - 1
-    rows = np.arange(cdf.shape[0])[:, None]
-    frac = np.clip((x - grid[lo]) / (grid[hi] - grid[lo]), 0.0, 1.0)
-    return cdf[rows, lo] + frac * (cdf[rows, hi] - cdf[rows, lo])
 
 
 @dataclass(frozen=True, eq=False)

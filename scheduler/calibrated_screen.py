@@ -1,8 +1,9 @@
 """The calibrated criterion of many sets at once, cheaply, for a search that screens them.
 
 The exact criterion (:func:`scheduler.calibrated_selection.calibrated_moments`) reads the
-served law: every member's model CDF on its set's 256-point geometric grid, its quantiles and
-the level map interpolated on that grid, and the moments as the model law's (from the
+served law: every member's model CDF on its set's 256-point geometric grid, its quantiles read
+on that grid (at its start where the atom there holds the level) and its CDF at the reported
+ones from its own law (:mod:`scheduler.level_knots`), and the moments as the model law's (from the
 adaptive quadrature) plus the grid's integral of the calibrated minus the model survival. The
 grid is coarse (a few % a step), and its interpolation moves the criterion by up to ~10% from
 the same law on a fine grid: a screen must read that grid to rank sets as the exact one does
@@ -14,8 +15,8 @@ percentile over 4,200 random sets), for about half the cost:
   its CDF jumps from 0) to where its survival is negligible, instead of the quadrature; they
   set the served grid's end, and carry the grid's error as they do in the served law;
 - each member's CDF once, on its set's grid columns from just before the set's first start
-  (every F is 0 before) to where every F rounds to 1 or the grid ends: its quantiles and F at
-  the reported ones are read there as the served law reads them, and the task's and the
+  (every F is 0 before) to where every F rounds to 1 or the grid ends: its quantiles are read
+  there and its knots worked out as the served law's are, and the task's and the
   model's CDFs follow (before the window both are 0: every level map keeps 0 at 0). With the
   pooled far-tail level the window goes on to the grid's end, F taken as 1 there without
   evaluating it: the calibrated law's power law goes on past the last reported quantile.
@@ -35,8 +36,10 @@ from typing import Any
 
 import numpy as np
 
-from scheduler.calibrated import GRID_POINTS, _level_map, floored, reported_quantiles, set_floors
-from scheduler.calibrated_selection import _quantiles, _window_cdf
+from scheduler.calibrated import GRID_POINTS, _level_map, floored, set_floors
+from scheduler.calibrated_selection import _quantiles
+from scheduler.host_cdf import rows_cdf
+from scheduler.level_knots import level_knots
 from scheduler.model import Servers, with_vanishing_interruption
 from scheduler.power_tail import TAIL_FROM, _power_tail
 
@@ -88,7 +91,7 @@ def screen_moments(servers: Any, dedicated_seconds: np.ndarray, factors: np.ndar
     last = GRID_POINTS - 1
     # Each member's CDF on the set's columns from just before its first start (before, every
     # F is 0) to where every F rounds to 1 (or the grid's end): there the served law reads its
-    # quantiles and F at the reported ones, and integrates.
+    # quantiles, and integrates.
     first = np.clip(np.floor((np.log(np.minimum.reduceat(t, starts)) - log_low) / log_step)
                     - 1, 0, last).astype(np.int64)
     end = np.maximum.reduceat(bounds[:, 1], starts)
@@ -110,8 +113,7 @@ def screen_moments(servers: Any, dedicated_seconds: np.ndarray, factors: np.ndar
         rows = slice(begin, begin + block)
         in_set = pair_set[rows]
         cdf, mapped = _member_laws(pairs.take(rows), window[in_set], width,
-                                   factors[in_set, pair_host[rows]], levels, log_low[in_set],
-                                   log_step[in_set], first[in_set])
+                                   factors[in_set, pair_host[rows]], levels)
         # each set's members in the block (consecutive rows) into its products
         runs = np.flatnonzero(np.concatenate([[True], in_set[1:] != in_set[:-1]]))
         task[in_set[runs]] *= np.multiply.reduceat(mapped, runs, axis=0)
@@ -130,20 +132,17 @@ def screen_moments(servers: Any, dedicated_seconds: np.ndarray, factors: np.ndar
 
 
 def _member_laws(pairs: Servers, window: np.ndarray, width: int, factors: np.ndarray,
-                 levels: np.ndarray, log_low: np.ndarray, log_step: np.ndarray,
-                 first: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+                 levels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(model, calibrated) CDF of each pair on its set's ``window`` (P, W) of the grid: the
     model's computed on the first ``width`` columns (1 past them), the calibrated one its
     level map through the knots of its reported quantiles with the power-law tail; the
     served law's arithmetic, row by row. ``factors`` (P, levels) at each pair's dedicated
-    time; ``log_low``, ``log_step`` and ``first`` of each pair's set's grid and window."""
+    time; the knots from each pair's own law (:func:`scheduler.level_knots.level_knots`)."""
     cdf = np.ones_like(window)
     with np.errstate(invalid="ignore"):
         cdf[:, :width] = np.maximum.accumulate(_cdf(pairs, window[:, :width]), axis=1)
-    model_q = _quantiles(window, cdf, levels)
-    reported = reported_quantiles(model_q, factors, pairs.t[:, 0])
-    knots = np.clip(np.maximum.accumulate(_interp_columns(
-        cdf, reported, log_low, log_step, first, window), axis=1), 0.0, 1.0)
+    knots, reported, _ = level_knots(pairs, _quantiles(window, cdf, levels), factors, levels,
+                                     pairs.t[:, 0])
     # past ``width`` every F is 1, which every level map keeps at 1
     mapped = np.ones_like(cdf)
     mapped[:, :width] = _level_map(cdf[:, :width], knots, levels)
@@ -181,30 +180,7 @@ def _model_moments(pairs: Servers, pair_set: np.ndarray, starts: np.ndarray,
     return begin + first, np.maximum(second - first**2, 0.0)
 
 
-def _interp_columns(cdf: np.ndarray, x: np.ndarray, log_low: np.ndarray,
-                    log_step: np.ndarray, first: np.ndarray, window: np.ndarray) -> np.ndarray:
-    """(P, L) each row's CDF at its times ``x``, linear between the points of its set's grid
-    as ``calibrated_selection._interp`` reads it on the whole grid, from the row's ``cdf``
-    on its ``window`` (P, W) of that grid from column ``first`` (0 before it, and the
-    window's last value past it)."""
-    last = GRID_POINTS - 1
-    hi = np.clip(np.ceil((np.log(np.maximum(x, 1e-300)) - log_low[:, None])
-                         / log_step[:, None]), 1, last).astype(np.int64) - first[:, None]
-    top = cdf.shape[1] - 1
-    rows = np.arange(len(cdf))[:, None]
-    lo_at, hi_at = np.clip(hi - 1, 0, top), np.clip(hi, 0, top)
-    f_lo = np.where(hi - 1 < 0, 0.0, cdf[rows, lo_at])
-    f_hi = np.where(hi < 0, 0.0, cdf[rows, hi_at])
-    x_lo = window[rows, lo_at]
-    x_hi = window[rows, hi_at]
-    with np.errstate(invalid="ignore", divide="ignore"):
-        frac = np.clip((x - x_lo) / (x_hi - x_lo), 0.0, 1.0)
-    # below the window F is 0 (frac's value is then moot), past it the window's last value
-    frac = np.where(x_hi > x_lo, frac, 0.0)
-    return f_lo + frac * (f_hi - f_lo)
-
-
 def _cdf(pairs: Servers, x: np.ndarray) -> np.ndarray:
     """(P, W) model CDF of each pair's host (one server type, ``mult`` of them) at its times
-    ``x``: the served law's arithmetic (``calibrated_selection._window_cdf``)."""
-    return _window_cdf(pairs, x)
+    ``x``: the served law's arithmetic (``host_cdf.rows_cdf``)."""
+    return rows_cdf(pairs, x)

@@ -26,13 +26,14 @@ from typing import Any
 import numpy as np
 
 from scheduler import completion, fits
-from scheduler.calibrated import GRID_POINTS, _level_map, reported_quantiles
-from scheduler.compact_servers import SplitServers, compacted
+from scheduler.calibrated import GRID_POINTS, _level_map
+from scheduler.compact_servers import compacted
 from scheduler.conformal import LEVELS
 from scheduler.errors import InvalidArgumentError
-from scheduler.host_cdf import _power
+from scheduler.host_cdf import rows_cdf
 from scheduler.length_factors import length_factors, length_weights
-from scheduler.model import MixtureServers, Servers, with_vanishing_interruption
+from scheduler.level_knots import level_knots
+from scheduler.model import Servers, with_vanishing_interruption
 from scheduler.no_delay import floored, set_floors
 from scheduler.power_tail import _power_tail
 
@@ -179,10 +180,9 @@ def calibrated_moments(servers: Any, dedicated_seconds: np.ndarray, factors: np.
     pair_grid = grid[pair_set]
     host_cdf, first, stop = _host_cdf(pair_servers, pair_grid)  # (P, K)
     pair_factors = factors[pair_set, pair_host]  # (P, L)
-    model_q = _quantiles(pair_grid, host_cdf, levels)
-    reported = reported_quantiles(model_q, pair_factors, dedicated_seconds[pair_set, pair_host])
-    at_reported = np.maximum.accumulate(_interp(pair_grid, host_cdf, reported), axis=1)
-    knots = np.clip(at_reported, 0.0, 1.0)
+    knots, reported, _ = level_knots(pair_servers, _quantiles(pair_grid, host_cdf, levels),
+                                     pair_factors, levels,
+                                     dedicated_seconds[pair_set, pair_host])
     # the served law's level map (calibrated._level_map: conformal.level_map as clipped ramps)
     # phi maps 1 to 1 and 0 to 0 (below ``first`` every F is 0)
     mapped = np.ones_like(host_cdf)
@@ -230,9 +230,8 @@ def calibrated_host_log_cdf(servers: Any, log_cdf: np.ndarray, factors: np.ndarr
                      2.0 * start)
     grid = np.exp(np.linspace(np.log(start), np.log(end), _HOST_POINTS, axis=1))
     cdf, _, _ = _host_cdf(rows, grid)
-    model_q = _quantiles(grid, cdf, levels)
-    reported = reported_quantiles(model_q, factors, dedicated_seconds)
-    knots = np.clip(np.maximum.accumulate(_interp(grid, cdf, reported), axis=1), 0.0, 1.0)
+    knots, reported, _ = level_knots(rows, _quantiles(grid, cdf, levels), factors, levels,
+                                     dedicated_seconds)
     return _mapped_log_cdf(log_cdf, knots, reported, levels, dedicated_seconds, grid_seconds)
 
 
@@ -260,9 +259,9 @@ def _exact_knots(rows: Servers, factors: np.ndarray, levels: np.ndarray,
     with np.errstate(invalid="ignore", divide="ignore"):
         delay = fits.isf(rows.code, rows.p1, rows.p2, np.where(atom, 1.0, need / np.where(
             atom, 1.0, q)))
-    reported = reported_quantiles(t + np.where(atom, 0.0, delay), factors, dedicated_seconds)
-    return (np.clip(np.maximum.accumulate(_window_cdf(rows, reported), axis=1), 0.0, 1.0),
-            reported)
+    knots, reported, _ = level_knots(rows, t + np.where(atom, 0.0, delay), factors, levels,
+                                     dedicated_seconds)
+    return knots, reported
 
 
 def _host_cdf(servers: Any, grid: np.ndarray) -> tuple[np.ndarray, int, int]:
@@ -278,38 +277,9 @@ def _host_cdf(servers: Any, grid: np.ndarray) -> tuple[np.ndarray, int, int]:
     stop = max(stop, first + 1)
     cdf = np.ones(grid.shape)
     cdf[:, :first] = 0.0
-    cdf[:, first:stop] = np.maximum.accumulate(_window_cdf(servers, grid[:, first:stop]),
+    cdf[:, first:stop] = np.maximum.accumulate(rows_cdf(servers, grid[:, first:stop]),
                                                axis=1)
     return cdf, first, stop
-
-
-def _window_cdf(servers: Any, x: np.ndarray) -> np.ndarray:
-    """(P, W) product over each row's groups of F_g(x)^mult_g at the row's times ``x``, with
-    the served law's arithmetic (:mod:`scheduler.host_cdf`): a plain server's F is
-    1 - q sf(x - t) from t on, a whole power by repeated squaring; a backlog mixture goes
-    through its log CDF (its servers of one atom too, when split out of it by
-    ``scheduler.compact_servers``). A level map can be steep where F rounds near 1, so other
-    arithmetic (the exp of a summed log F) moved the criterion by up to 0.8% from the
-    served law's; this gives its figures, in about 10% less time."""
-    mult = servers.mult[:, :, None]
-    if isinstance(servers, (MixtureServers, SplitServers)):
-        per_server = completion.servers_log_cdf(servers, x).transpose(0, 2, 1)
-        return np.exp(np.where(mult > 0, mult * per_server, 0.0).sum(axis=1))
-    y = x[:, None, :] - servers.t[:, :, None]  # (P, groups, W)
-    before = y < 0
-    with np.errstate(divide="ignore", invalid="ignore"):
-        value = fits.sf(servers.code[:, :, None], servers.p1[:, :, None],
-                        servers.p2[:, :, None], np.maximum(y, 0.0, out=y))
-    # 1 - q sf, 0 before the server's start (in place: the window is the screen's largest)
-    value *= servers.q[:, :, None]
-    np.subtract(1.0, value, out=value)
-    value[before] = 0.0
-    for count in np.unique(servers.mult):
-        if count not in (0.0, 1.0):
-            chosen = servers.mult == count
-            value[chosen] = _power(value[chosen], float(count))
-    value[servers.mult == 0] = 1.0
-    return value[:, 0] if value.shape[1] == 1 else value.prod(axis=1)
 
 
 def _integral(grid: np.ndarray, survival: np.ndarray, power: int) -> np.ndarray:

@@ -20,7 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from scheduler import fits
+from scheduler import completion, fits
+from scheduler.compact_servers import SplitServers
 from scheduler.model import _FIELDS, MixtureServers, Servers
 
 # a survival below this leaves 1 - q sf equal to 1 in double precision
@@ -224,3 +225,32 @@ def _power(values: np.ndarray, count: float) -> np.ndarray:
         if left:
             base = base * base
     return out
+
+
+def rows_cdf(servers: Any, x: np.ndarray) -> np.ndarray:
+    """(P, W) product over each row's groups of F_g(x)^mult_g at the row's times ``x``, with
+    the served law's arithmetic (:mod:`scheduler.host_cdf`): a plain server's F is
+    1 - q sf(x - t) from t on, a whole power by repeated squaring; a backlog mixture goes
+    through its log CDF (its servers of one atom too, when split out of it by
+    ``scheduler.compact_servers``). A level map can be steep where F rounds near 1, so other
+    arithmetic (the exp of a summed log F) moved the criterion by up to 0.8% from the
+    served law's; this gives its figures, in about 10% less time."""
+    mult = servers.mult[:, :, None]
+    if isinstance(servers, (MixtureServers, SplitServers)):
+        per_server = completion.servers_log_cdf(servers, x).transpose(0, 2, 1)
+        return np.exp(np.where(mult > 0, mult * per_server, 0.0).sum(axis=1))
+    y = x[:, None, :] - servers.t[:, :, None]  # (P, groups, W)
+    before = y < 0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        value = fits.sf(servers.code[:, :, None], servers.p1[:, :, None],
+                        servers.p2[:, :, None], np.maximum(y, 0.0, out=y))
+    # 1 - q sf, 0 before the server's start (in place: the window is the screen's largest)
+    value *= servers.q[:, :, None]
+    np.subtract(1.0, value, out=value)
+    value[before] = 0.0
+    for count in np.unique(servers.mult):
+        if count not in (0.0, 1.0):
+            chosen = servers.mult == count
+            value[chosen] = _power(value[chosen], float(count))
+    value[servers.mult == 0] = 1.0
+    return value[:, 0] if value.shape[1] == 1 else value.prod(axis=1)

@@ -21,11 +21,12 @@ from ghs.experiments.partition import NAIVE_MAX_UTILISATION
 from ghs.manager.envelope import running_jobs
 from scheduler import predict, predict_mean
 from scheduler.backlog import Backlog
-from scheduler.calibrated import SERVED_LEVELS, calibrated_prediction, reported_quantiles
+from scheduler.calibrated import SERVED_LEVELS, calibrated_prediction
 from scheduler.calibrated_selection import length_factors, shared_table
 from scheduler.combined_mean import split_mean_seconds
 from scheduler.conformal import TAIL_LEVELS, with_pooled
 from scheduler.host_quantiles import host_quantiles
+from scheduler.level_knots import reported_quantiles
 from scheduler.no_delay import SLACK as NO_DELAY_SLACK
 from scheduler.no_delay import NoDelayRecord, ended_on_dedicated
 from scheduler.trace_simulation import simulate_trace_many

@@ -23,9 +23,9 @@ from ghs.manager.shadow_laws import copies_of
 from ghs.placement import scaled
 from scheduler import Host
 from scheduler.backlog import Backlog
-from scheduler.calibrated import reported_quantiles
 from scheduler.conformal import level_name
 from scheduler.host_quantiles import host_quantiles
+from scheduler.level_knots import reported_quantiles
 from scheduler.prediction import predict_hosts
 
 

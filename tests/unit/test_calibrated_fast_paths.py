@@ -33,13 +33,24 @@ def _straightforward_law(prediction, factors, grid, levels=LEVELS):
     going on past the last where it is the later finish."""
     levels = np.asarray(levels)
     cdf = np.maximum.accumulate(np.clip(_log_route_host_cdf(prediction, grid), 0, 1), axis=1)
-    model_q = np.array([[np.interp(q, row, grid) if row[0] < q else grid[0] for q in levels]
-                        for row in cdf])
+    # each host's law at its own start s (its latest server's dedicated time), where it
+    # has an atom: a level inside it has its model quantile at s
+    servers = prediction._host_servers
+    groups = servers.t.shape[1] // len(factors)
+    starts = np.where(servers.mult[0] > 0, servers.t[0], 0.0).reshape(-1, groups).max(axis=1)
+    at_start = np.array([_log_route_host_cdf(prediction, [s])[k, 0]
+                         for k, s in enumerate(starts)])
+    model_q = np.array([[s if a >= q else np.interp(q, row, grid) if row[0] < q else grid[0]
+                         for q in levels] for row, s, a in zip(cdf, starts, at_start)])
     # a share cannot finish before its dedicated time, whatever the factor
     reported = np.maximum(np.maximum.accumulate(model_q * factors, axis=1),
                           prediction.dedicated_seconds[:, None])
-    at = np.maximum.accumulate(np.array([np.interp(r, grid, row)
-                                         for r, row in zip(reported, cdf)]), axis=1)
+    # F at each reported quantile from the host's own law; at its start, the level itself
+    # while the atom holds it, else the whole atom
+    at = np.maximum.accumulate(np.array([
+        [min(q, a) if abs(r - s) <= 1e-12 * s else _log_route_host_cdf(prediction, [r])[k, 0]
+         for q, r in zip(levels, row)]
+        for k, (row, s, a) in enumerate(zip(reported, starts, at_start))]), axis=1)
     mapped = level_map(cdf, at, levels)
     for k, row in enumerate(reported):
         if prediction.dedicated_seconds[k] == 0:
