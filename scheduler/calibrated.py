@@ -14,6 +14,8 @@ geometric grid of times shared by all hosts (``GRID_POINTS``), vectorised over h
 from __future__ import annotations
 
 import dataclasses
+import functools
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -22,7 +24,7 @@ import numpy as np
 from scheduler.combined_mean import one_host_mean_seconds, split_mean_seconds
 from scheduler.conformal import LEVELS, TAIL_LEVELS, level_name
 from scheduler.errors import InvalidArgumentError
-from scheduler.host_cdf import hosts_cdf
+from scheduler.host_cdf import hosts_cdf, rows_cdf
 from scheduler.law_knots import served_knots
 from scheduler.level_knots import level_knots
 from scheduler.model import with_vanishing_interruption
@@ -72,16 +74,22 @@ class CalibratedLaw:
     # (hosts, levels) the model's own quantiles the factors multiplied (seconds): what a
     # report's realised time is set against (scheduler.report_floor)
     model_quantiles: np.ndarray | None = None
-    # the law at ``start_seconds`` itself, worked out there (None: read off the grid)
-    start_value: float | None = None
-    # (times, values) the cdf interpolates: the grid's, the start and the served quantiles
-    # inserted (scheduler.law_knots)
-    _knots: tuple[np.ndarray, np.ndarray] = field(init=False, repr=False)
+    # works out the law at ``start_seconds`` itself, when the cdf is first read (most
+    # answers never read it; None: read off the grid)
+    start_law: Callable[[], float] | None = field(default=None, repr=False)
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "_knots", served_knots(
-            self.grid_seconds, self.cdf_values, self.start_seconds, self.start_value,
-            self.quantiles, REPORTED))
+    @property
+    def start_value(self) -> float | None:
+        """The law at ``start_seconds`` itself (None where it is read off the grid)."""
+        return self._knots[2]
+
+    @functools.cached_property
+    def _knots(self) -> tuple[np.ndarray, np.ndarray, float | None]:
+        # (times, values) the cdf interpolates: the grid's, with the start and the served
+        # quantiles inserted (scheduler.law_knots), and the value at the start
+        value = None if self.start_law is None else self.start_law()
+        return (*served_knots(self.grid_seconds, self.cdf_values, self.start_seconds, value,
+                              self.quantiles, REPORTED), value)
 
     def cdf(self, x: Any) -> np.ndarray:
         """P(T <= x) of the calibrated law at times x (seconds): interpolated on the grid
@@ -89,7 +97,7 @@ class CalibratedLaw:
         :mod:`scheduler.law_knots`), past its end the hosts' power-law tails (1 past it
         where there are none)."""
         x = np.asarray(x, dtype=float)
-        values = np.interp(x, *self._knots, left=0.0, right=1.0)
+        values = np.interp(x, *self._knots[:2], left=0.0, right=1.0)
         past = x > self.grid_seconds[-1]
         if past.any() and self._has_tail():
             values = np.where(past, self._past_end(np.maximum(x, self.grid_seconds[-1])),
@@ -167,10 +175,11 @@ def _calibrate(prediction: Any, factors: np.ndarray, levels: np.ndarray,
     dedicated = np.asarray(prediction.dedicated_seconds, dtype=float)
     hosts = len(prediction.hosts)
     groups = servers.t.shape[-1] // hosts
+    # each host's servers as a row (hosts, groups), to evaluate its law at its own times
+    rows = servers.take((np.zeros((hosts, 1), dtype=int),
+                         np.arange(hosts * groups).reshape(hosts, groups)))
     at_reported, reported, model_q = level_knots(
-        servers.take((np.zeros((hosts, 1), dtype=int),
-                      np.arange(hosts * groups).reshape(hosts, groups))),
-        _row_quantiles(grid, host_cdf, levels), factors, levels, dedicated)
+        rows, _row_quantiles(grid, host_cdf, levels), factors, levels, dedicated)
     task_cdf = np.zeros(grid.size)
     # Every map keeps 0 at 0, so the product is 0 until the last host's start: only the
     # points past it are mapped.
@@ -212,8 +221,9 @@ def _calibrate(prediction: Any, factors: np.ndarray, levels: np.ndarray,
                         tail_level=float(levels[-2]) if levels.size > 1 else 1.0,
                         floor=floor, floor_seconds=floor_seconds if floor > 0.0 else 0.0,
                         model_quantiles=model_q,
-                        start_value=_law_at(servers, start, at_reported, reported, levels,
-                                            dedicated > 0) if start > 0.0 else None)
+                        start_law=functools.partial(
+                            _law_at, rows, start, at_reported, reported, levels,
+                            dedicated > 0) if start > 0.0 else None)
     short = wanted > task_cdf[-1]
     if short.any() and law._has_tail():
         # a heavy tail over many hosts puts a high quantile past the grid's end (a p99 over
@@ -225,13 +235,13 @@ def _calibrate(prediction: Any, factors: np.ndarray, levels: np.ndarray,
     return law
 
 
-def _law_at(servers: Any, seconds: float, at_reported: np.ndarray, reported: np.ndarray,
+def _law_at(rows: Any, seconds: float, at_reported: np.ndarray, reported: np.ndarray,
             levels: np.ndarray, working: np.ndarray) -> float:
     """The task's calibrated CDF at ``seconds``, worked out there: each host's model CDF
-    through its level map and power tail, multiplied over hosts (the grid's arithmetic at
-    one point of the caller's choosing)."""
-    x = np.array([seconds])
-    cdf = np.clip(hosts_cdf(servers, x, working.size), 0.0, 1.0)
+    (``rows``: its servers, (hosts, groups)) through its level map and power tail,
+    multiplied over hosts."""
+    x = np.full((working.size, 1), seconds)
+    cdf = np.clip(rows_cdf(rows, x), 0.0, 1.0)
     return float(np.prod(_power_tail(_level_map(cdf, at_reported, levels), x, reported,
                                      levels, working)))
 
