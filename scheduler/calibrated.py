@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from scheduler import completion
 from scheduler.combined_mean import one_host_mean_seconds, split_mean_seconds
 from scheduler.conformal import LEVELS, TAIL_LEVELS, level_name
 from scheduler.errors import InvalidArgumentError
@@ -57,8 +58,9 @@ class CalibratedLaw:
     factors: np.ndarray
     grid_seconds: np.ndarray
     cdf_values: np.ndarray
-    # the task's earliest finish, its slowest share's dedicated time: 0 before it, where
-    # the grid's interpolation alone would start the rise a step early
+    # the task's earliest finish (its slowest share's dedicated time, or later where jobs
+    # held at launch keep a host past it): 0 before it, where the grid's interpolation
+    # alone would start the rise a step early
     start_seconds: float = 0.0
     # the levels the factors apply at
     levels: tuple[float, ...] = LEVELS
@@ -189,6 +191,10 @@ def _calibrate(prediction: Any, factors: np.ndarray, levels: np.ndarray,
         dedicated > 0), axis=0)
     task_cdf = np.maximum.accumulate(task_cdf)
     start = float(dedicated.max(initial=0.0))
+    # the task's earliest finish: its slowest share's dedicated time, or later where a
+    # host's model cannot finish before the jobs held at launch (every level map keeps 0
+    # at 0, so the calibrated law is 0 before it too)
+    earliest = max(start, float(np.max(completion.start_point(rows), initial=0.0)))
     model_cdf = np.maximum.accumulate(np.prod(host_cdf, axis=0))
     floor_seconds = start * (1.0 + NO_DELAY_SLACK)
     if live >= grid.size:
@@ -203,8 +209,8 @@ def _calibrate(prediction: Any, factors: np.ndarray, levels: np.ndarray,
     values = _row_quantiles(grid, task_cdf[None, :], wanted)[0]
     scale, exponent = _tails(reported, levels, dedicated > 0)
     # the grid puts a host's first finishes up to a step before its start: no quantile of
-    # the task comes before its slowest share's dedicated time
-    values = np.maximum(values, start)
+    # the task comes before its earliest finish
+    values = np.maximum(values, earliest)
     values = _held_to_hosts(values, wanted, reported, at_reported, levels, dedicated > 0)
     # a level the floor covers is reached where the floor starts, not a grid step after
     values = np.where(wanted <= floor, np.minimum(values, floor_seconds), values)
@@ -216,19 +222,19 @@ def _calibrate(prediction: Any, factors: np.ndarray, levels: np.ndarray,
     second = prediction.std ** 2 + prediction.mean ** 2 + second_gap
     std = float(np.sqrt(max(second - mean * mean, 0.0)))
     law = CalibratedLaw(float(mean), std, dict(zip(names, map(float, values))), reported,
-                        factors, grid, task_cdf, start, tuple(map(float, levels)),
+                        factors, grid, task_cdf, earliest, tuple(map(float, levels)),
                         tail_scale=scale, tail_exponent=exponent,
                         tail_level=float(levels[-2]) if levels.size > 1 else 1.0,
                         floor=floor, floor_seconds=floor_seconds if floor > 0.0 else 0.0,
                         model_quantiles=model_q,
                         start_law=functools.partial(
-                            _law_at, rows, start, at_reported, reported, levels,
-                            dedicated > 0) if start > 0.0 else None)
+                            _law_at, rows, earliest, at_reported, reported, levels,
+                            dedicated > 0) if earliest > 0.0 else None)
     short = wanted > task_cdf[-1]
     if short.any() and law._has_tail():
         # a heavy tail over many hosts puts a high quantile past the grid's end (a p99 over
         # 32 hosts in a Pareto world): read there, not at the end
-        values[short] = np.maximum(law._quantiles_past_end(wanted[short]), start)
+        values[short] = np.maximum(law._quantiles_past_end(wanted[short]), earliest)
         values = _held_to_hosts(values, wanted, reported, at_reported, levels,
                                 dedicated > 0)
         law = dataclasses.replace(law, quantiles=dict(zip(names, map(float, values))))

@@ -49,13 +49,17 @@ def test_a_host_forecast_never_interrupted_is_served_its_records_quantiles(backl
     factors = np.array([[1.05, 1.31, 1.2]])
     served = calibrated_prediction(p, factors)
     reported = served.law.host_quantiles[0]
-    # (the served law reads the model's quantiles on its grid: within a step of the atom)
-    assert reported == pytest.approx(np.maximum.accumulate(start * factors[0]), rel=0.02)
+    # the model's quantiles are the atom itself (scheduler.level_knots), times the factors
+    assert reported == pytest.approx(np.maximum.accumulate(start * factors[0]), rel=1e-12)
     for name, q in zip(("p50", "p90", "p95"), reported):
-        assert served.quantiles[name] == pytest.approx(q, rel=0.02)
-    assert served.cdf([start * 0.97])[0] == 0.0  # (the grid reads the atom a step early)
-    # below 1 the factors hold the quantiles at the atom, as on any host
+        assert served.quantiles[name] == pytest.approx(q, rel=1e-12)
+    # nothing before the host can finish, jobs held at launch included
+    assert served.cdf([np.nextafter(start, 0.0)])[0] == 0.0
+    assert served.law.start_seconds == start
+    # below 1 the factors hold the quantiles at the atom, as on any host (read off the grid
+    # where a factor put the reported quantile before the jobs held at launch end, and at p99)
     held = calibrated_prediction(p, np.full((1, 3), 0.9))
+    assert held.quantiles["p50"] == start
     assert all(q == pytest.approx(start, rel=0.01) for q in held.quantiles.values())
 
 
