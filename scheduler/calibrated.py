@@ -26,7 +26,7 @@ from scheduler.combined_mean import one_host_mean_seconds, split_mean_seconds
 from scheduler.conformal import LEVELS, TAIL_LEVELS, level_name
 from scheduler.errors import InvalidArgumentError
 from scheduler.host_cdf import hosts_cdf, rows_cdf
-from scheduler.law_knots import served_knots
+from scheduler.law_knots import held_to_hosts, served_knots
 from scheduler.level_knots import level_knots
 from scheduler.model import with_vanishing_interruption
 from scheduler.no_delay import SLACK as NO_DELAY_SLACK
@@ -211,7 +211,7 @@ def _calibrate(prediction: Any, factors: np.ndarray, levels: np.ndarray,
     # the grid puts a host's first finishes up to a step before its start: no quantile of
     # the task comes before its earliest finish
     values = np.maximum(values, earliest)
-    values = _held_to_hosts(values, wanted, reported, at_reported, levels, dedicated > 0)
+    values = held_to_hosts(values, wanted, reported, at_reported, levels, dedicated > 0)
     # a level the floor covers is reached where the floor starts, not a grid step after
     values = np.where(wanted <= floor, np.minimum(values, floor_seconds), values)
     # The moments integrate the survival function on the grid; the model's own law, integrated
@@ -235,7 +235,7 @@ def _calibrate(prediction: Any, factors: np.ndarray, levels: np.ndarray,
         # a heavy tail over many hosts puts a high quantile past the grid's end (a p99 over
         # 32 hosts in a Pareto world): read there, not at the end
         values[short] = np.maximum(law._quantiles_past_end(wanted[short]), earliest)
-        values = _held_to_hosts(values, wanted, reported, at_reported, levels,
+        values = held_to_hosts(values, wanted, reported, at_reported, levels,
                                 dedicated > 0)
         law = dataclasses.replace(law, quantiles=dict(zip(names, map(float, values))))
     return law
@@ -250,38 +250,6 @@ def _law_at(rows: Any, seconds: float, at_reported: np.ndarray, reported: np.nda
     cdf = np.clip(rows_cdf(rows, x), 0.0, 1.0)
     return float(np.prod(_power_tail(_level_map(cdf, at_reported, levels), x, reported,
                                      levels, working)))
-
-
-def _held_to_hosts(values: np.ndarray, wanted: np.ndarray, reported: np.ndarray,
-                   at_reported: np.ndarray, levels: np.ndarray, working: np.ndarray
-                   ) -> np.ndarray:
-    """The task's quantiles ``values`` at ``wanted`` levels, held to its hosts' calibrated
-    ones (``reported``, where each host's model CDF is ``at_reported``).
-
-    A task ends with its slowest share, so at a calibrated level it ends no sooner than any
-    working host's reported quantile. A task of one host ends exactly there: its law is the
-    level map of its model CDF through those points. The exception is a reported quantile
-    where the model CDF is still 0, because a factor below 1 put it before the host's start
-    (jobs running at launch). There the law's own reading stands.
-
-    Read off the grid alone, a quantile moved by up to a grid step where a host's model law
-    is nearly an atom at its dedicated time (a task alone on a free core). Between the atom
-    and the reported quantile the level map is almost flat. On a real kernel a p50 reported
-    at 60.7 s was read at 60.0-60.6 s (4 of 22 tasks by it), and p90s reported at 60.7-61.2 s
-    at 60.9-61.7 s."""
-    if not working.any():
-        return values
-    out = values.copy()
-    alone = int(np.flatnonzero(working)[0]) if working.sum() == 1 else None
-    for j, level in enumerate(wanted):
-        at = np.flatnonzero(np.isclose(levels, level, rtol=0.0, atol=1e-12))
-        if not at.size:
-            continue
-        if alone is not None and at_reported[alone, at[0]] > 0.0:
-            out[j] = float(reported[alone, at[0]])
-        else:
-            out[j] = max(out[j], float(reported[working, at[0]].max()))
-    return np.maximum.accumulate(out)
 
 
 def _monotone_rows(cdf: np.ndarray) -> np.ndarray:
