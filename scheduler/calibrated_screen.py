@@ -140,7 +140,7 @@ def _member_laws(pairs: Servers, window: np.ndarray, width: int, factors: np.nda
     time; the knots from each pair's own law (:func:`scheduler.level_knots.level_knots`)."""
     cdf = np.ones_like(window)
     with np.errstate(invalid="ignore"):
-        cdf[:, :width] = np.maximum.accumulate(_cdf(pairs, window[:, :width]), axis=1)
+        cdf[:, :width] = np.maximum.accumulate(rows_cdf(pairs, window[:, :width]), axis=1)
     knots, reported, _ = level_knots(pairs, _quantiles(window, cdf, levels), factors, levels,
                                      pairs.t[:, 0])
     # past ``width`` every F is 1, which every level map keeps at 1
@@ -168,7 +168,7 @@ def _model_moments(pairs: Servers, pair_set: np.ndarray, starts: np.ndarray,
     step = np.log(span / near) / (_MODEL_POINTS - 1)
     since = near[:, None] * np.exp(step[:, None] * np.arange(_MODEL_POINTS))
     with np.errstate(invalid="ignore"):
-        cdf = _cdf(pairs, (begin[:, None] + since)[pair_set])
+        cdf = rows_cdf(pairs, (begin[:, None] + since)[pair_set])
     survival = 1.0 - np.maximum.accumulate(np.multiply.reduceat(cdf, starts, axis=0), axis=1)
     weight = since * step[:, None]
     weight[:, [0, -1]] /= 2
@@ -178,9 +178,3 @@ def _model_moments(pairs: Servers, pair_set: np.ndarray, starts: np.ndarray,
     first = np.sum(weight * survival, axis=1) + low * (1.0 + step**2 / 12)
     second = np.sum(2.0 * since * weight * survival, axis=1) + low * near * (1.0 + step**2 / 3)
     return begin + first, np.maximum(second - first**2, 0.0)
-
-
-def _cdf(pairs: Servers, x: np.ndarray) -> np.ndarray:
-    """(P, W) model CDF of each pair's host (one server type, ``mult`` of them) at its times
-    ``x``: the served law's arithmetic (``host_cdf.rows_cdf``)."""
-    return rows_cdf(pairs, x)

@@ -308,20 +308,3 @@ def _quantiles(grid: np.ndarray, cdf: np.ndarray, levels: np.ndarray) -> np.ndar
     step = np.divide(levels - f_lo, rise, out=np.ones_like(rise), where=rise > 0)
     x = x_lo + np.clip(step, 0.0, 1.0) * (x_hi - x_lo)
     return np.where(above == 0, grid[:, :1], np.where(above > last, grid[:, -1:], x))
-
-
-def _interp(grid: np.ndarray, cdf: np.ndarray, x: np.ndarray) -> np.ndarray:
-    """Each row's CDF (P, K) at its own times ``x`` (P, L), linear between the points of the
-    row's geometric grid (P, K)."""
-    last = grid.shape[1] - 1
-    log_low = np.log(grid[:, :1])
-    log_step = (np.log(grid[:, -1:]) - log_low) / last
-    # the first grid point at or above x, from the grid's constant ratio
-    hi = np.clip(np.ceil((np.log(np.maximum(x, 1e-300)) - log_low) / log_step), 1, last)
-    hi = hi.astype(np.int64)
-    lo = hi - 1
-    x_lo = np.take_along_axis(grid, lo, axis=1)
-    x_hi = np.take_along_axis(grid, hi, axis=1)
-    frac = np.clip((x - x_lo) / (x_hi - x_lo), 0.0, 1.0)
-    f_lo = np.take_along_axis(cdf, lo, axis=1)
-    return f_lo + frac * (np.take_along_axis(cdf, hi, axis=1) - f_lo)

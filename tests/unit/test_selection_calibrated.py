@@ -16,7 +16,6 @@ from scheduler.calibrated_selection import (
     SelectionCalibration,
     _exact_knots,
     _host_cdf,
-    _interp,
     _quantiles,
     length_factors,
 )
@@ -470,5 +469,6 @@ def test_a_hosts_exact_knots_are_those_of_its_cdf_on_a_fine_grid():
     # never before the dedicated time (the grid's first points are before it)
     reported = np.maximum(np.maximum.accumulate(_quantiles(grid, cdf, levels) * factors,
                                                 axis=1), start)
-    on_grid = np.clip(np.maximum.accumulate(_interp(grid, cdf, reported), axis=1), 0, 1)
+    on_grid = np.clip(np.maximum.accumulate(np.array(
+        [np.interp(r, g, c) for r, g, c in zip(reported, grid, cdf)]), axis=1), 0, 1)
     assert _exact_knots(rows, factors, levels, start[:, 0])[0] == pytest.approx(on_grid, abs=2e-3)
