@@ -22,6 +22,9 @@ def test_quick_bench_reports_ratios(tmp_path):
     for row in scheduler["selection"]:
         if row["method"] == "auto":
             assert row["criterion_vs_prefix"] <= 1 + 1e-6
+            # the sets the calibrated search scored, beside its time
+            assert isinstance(row["calibrated_evaluations"], int)
+            assert row["calibrated_evaluations"] >= 1
     for row in scheduler["optimal"]:
         assert row["evaluations"] <= row["subsets"]
         assert row["auto_criterion_vs_optimal"] <= 1.01
